@@ -11,7 +11,9 @@ Shape: the Qwen2.5-0.5B head, N = 2048 tokens, H = 896, V = 151936, fp32 (CPU).
     token,  fwd+bwd and no_grad forward from given logits: log_softmax+gather vs sharpo
 
 Time: pytest-benchmark, `benchmark.pedantic` with a few rounds (SHARPO_BENCH_ROUNDS,
-default 2), reported as ratios against "naive" measured in the same process. Memory: each
+default 2), reported as ratios against "naive" measured in the same process; and a paired
+test that alternates naive and sharpo fwd+bwd (SHARPO_BENCH_PAIRS pairs, default 5) and
+reports the median of the per-pair ratios, the steadier figure on a noisy machine. Memory: each
 case once more in its own fresh process (benchmarks/_memory.py): peak RSS above the RSS
 with the inputs built. Required outputs (log-probs and the gradients: grad_weight alone is
 V*H*4 = 545 MB) are counted in "extra" and reported separately; "working" = extra - outputs.
@@ -38,7 +40,9 @@ from _memory import fmt_bytes, peak_rss_subprocess  # noqa: E402
 # SHARPO_BENCH_SHAPE="N,H,V" shrinks the problem for a quick check of the harness.
 N, H, V = map(int, os.environ.get("SHARPO_BENCH_SHAPE", "2048,896,151936").split(","))
 ROUNDS = int(os.environ.get("SHARPO_BENCH_ROUNDS", "2"))
+PAIRS = int(os.environ.get("SHARPO_BENCH_PAIRS", "5"))
 RESULTS: dict = {}          # (suite, case) -> {"seconds": ..., "memory": MemoryResult|None}
+PAIRED: list = []           # summary lines of the paired (interleaved) comparisons
 
 LINEAR_CASES = ["naive", "sharpo", "torch_lce", "torch_lce_chunked"]
 TOKEN_CASES = ["naive", "sharpo"]
@@ -194,6 +198,46 @@ def test_token_logprobs_qwen_vocab(benchmark, case, grad):
     _check_same(suite, case, out)
 
 
+def test_linear_fwd_bwd_paired(benchmark):
+    """naive and sharpo fwd+bwd alternated in one process, PAIRS pairs, the order swapped
+    every pair: a slow spell of a shared machine hits both sides of a pair, so the median of
+    the per-pair ratios is steadier than a ratio of two separately taken minima."""
+    import statistics
+    import time
+    sides = {c: make_linear(case=c, grad=True) for c in ("naive", "sharpo")}
+    times = {"naive": [], "sharpo": []}
+    order = [0]
+
+    def pair():
+        cases = ("naive", "sharpo") if order[0] % 2 == 0 else ("sharpo", "naive")
+        order[0] += 1
+        for c in cases:
+            t0 = time.perf_counter()
+            run_linear(sides[c])
+            times[c].append(time.perf_counter() - t0)
+
+    benchmark.group = f"linear N={N} H={H} V={V} fp32 fwd+bwd, paired"
+    benchmark.pedantic(pair, rounds=PAIRS, iterations=1, warmup_rounds=0)
+    torch.testing.assert_close(sides["sharpo"]["out"], sides["naive"]["out"],
+                               rtol=1e-4, atol=1e-4)
+    ratios = [b / a for a, b in zip(times["naive"], times["sharpo"])]
+    benchmark.extra_info.update(naive_s=times["naive"], sharpo_s=times["sharpo"],
+                                ratios=ratios)
+    line = (f"paired fwd+bwd, {len(ratios)} pairs: sharpo/naive median "
+            f"{statistics.median(ratios):.3f} (per pair: "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + f"); min {min(times['sharpo']):.2f} s / {min(times['naive']):.2f} s = "
+            f"{min(times['sharpo']) / min(times['naive']):.3f}; naive s: "
+            + ", ".join(f"{t:.2f}" for t in times["naive"]) + "; sharpo s: "
+            + ", ".join(f"{t:.2f}" for t in times["sharpo"]))
+    PAIRED.append(line)
+    print("\n" + line, flush=True)
+    out_path = os.environ.get("SHARPO_BENCH_OUT")
+    if out_path:
+        with open(out_path + ".rows", "a") as f:
+            f.write(line + "\n")
+
+
 def _row(suite, case, r) -> str:
     base = RESULTS.get((suite, "naive"))
     ratio = r["seconds"] / base["seconds"] if base else float("nan")
@@ -215,6 +259,7 @@ def summary_table() -> str:
              "|---|---|---|---|---|---|---|---|"]
     for (suite, case), r in RESULTS.items():
         lines.append(_row(suite, case, r))
+    lines += ["", *PAIRED] if PAIRED else []
     if RESULTS and next(iter(RESULTS.values()))["memory"] is not None:
         lines.append(f"\nmemory method: {next(iter(RESULTS.values()))['memory'].method}")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ import torch
 
 from sharpo_kernels._backend import backend_runs_on
 from sharpo_kernels.logprobs import linear_logprobs, token_logprobs
-from sharpo_kernels.ops.logprobs_cpu import ChunkOptions, linear_logprobs_cpu
+from sharpo_kernels.ops.logprobs_cpu import ChunkOptions, _stash_views, linear_logprobs_cpu
 from sharpo_kernels.reference.logprobs import linear_logprobs_reference
 
 BACKENDS = ["torch", "cpu", pytest.param("triton", marks=pytest.mark.skipif(
@@ -175,6 +175,79 @@ def test_cpu_tiles(options, dtype):
     g_rtol = 1e-5 if dtype == torch.float32 else 1.6e-2
     for g, rg in zip(grads, rgrads):
         _close(g, rg, g_rtol, g_rtol * rg.abs().max().item(), "grad")
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("entropy", [False, True])
+def test_cpu_stashed_logits(with_bias, entropy, poisoned_alloc):
+    """Backward reads the first vocabulary tiles' logits from the grad_weight buffer forward
+    filled (`_stash_views`) instead of recomputing them: same answer as recomputing and as
+    the fp64 reference, every grad_weight row written (the buffer starts NaN-poisoned)."""
+    gen = torch.Generator().manual_seed(15 + 2 * with_bias + entropy)
+    n, h, v = 9, 31, 1237                                # 7 valid rows, 13 tiles of 100
+    hidden, weight, bias, labels = _make(n, h, v, torch.float32, gen, with_bias, n_ignored=2)
+    opts = ChunkOptions(tile_bytes=4 * 7 * 100, max_rows=4096)
+    kept = _stash_views(torch.empty(v, h), 7, 100)
+    assert len(kept) >= 4, "the case must keep several tiles"
+    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+    if not entropy:
+        g_ent = torch.zeros(n)
+    run = lambda o: lambda a, w, b: linear_logprobs_cpu(a, w, labels, b, 0.7, -100, entropy, o)
+    lp, ent, grads = _grads(run(opts), hidden, weight, bias, g_lp, g_ent)
+    _, _, plain = _grads(run(ChunkOptions(tile_bytes=opts.tile_bytes, stash_logits=False)),
+                         hidden, weight, bias, g_lp, g_ent)
+    rlp, rent, rgrads = _grads(
+        lambda a, w, b: linear_logprobs_reference(a, w, labels, bias=b, temperature=0.7,
+                                                  return_entropy=True),
+        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    _close(lp, rlp, 2e-6, 2e-5, "logp")
+    for g, pg, rg in zip(grads, plain, rgrads):
+        _close(g, rg, 1e-5, 1e-5 * rg.abs().max().item(), "grad vs reference")
+        _close(g, pg, 1e-6, 1e-6 * pg.abs().max().item(), "grad vs recomputed")
+
+
+def test_cpu_stash_is_used_once():
+    """A second backward through the same graph (retain_graph) cannot reuse the stash (the
+    first backward overwrote it with grad_weight): it recomputes, and both are right; the
+    first call's grad_weight is not written again."""
+    gen = torch.Generator().manual_seed(16)
+    hidden, weight, _, labels = _make(9, 31, 1237, torch.float32, gen, False, n_ignored=2)
+    opts = ChunkOptions(tile_bytes=4 * 7 * 100)
+    w = weight.clone().requires_grad_()
+    lp, _ = linear_logprobs_cpu(hidden, w, labels, None, 1.0, -100, False, opts)
+    g = torch.randn(9, generator=gen)
+    first, = torch.autograd.grad(lp, w, g, retain_graph=True)
+    kept = first.clone()
+    second, = torch.autograd.grad(lp, w, g)
+    wr = weight.double().requires_grad_()
+    linear_logprobs_reference(hidden.double(), wr, labels).backward(g.double())
+    for got in (first, second):
+        _close(got, wr.grad, 1e-5, 1e-5 * wr.grad.abs().max().item(), "grad_weight")
+    assert torch.equal(first, kept) and second.data_ptr() != first.data_ptr()
+
+
+def test_stash_views_fit_and_do_not_overlap():
+    """Tile j's kept logits lie in grad_weight rows >= v1_j (written only after tile j has
+    read them), inside the buffer, disjoint, and one more tile would not have fitted."""
+    for nv, h, v, vb in [(7, 31, 1237, 100), (2048, 896, 151936, 8192), (1, 4, 10, 1),
+                         (50, 3, 40, 7), (5, 100, 64, 64), (3, 10, 95, 10)]:
+        buf = torch.empty(v, h)
+        views = _stash_views(buf, nv, vb)
+        spans = []
+        for j, t in enumerate(views):
+            v1 = min(v, (j + 1) * vb)
+            assert t.shape == (nv, v1 - j * vb) and t.is_contiguous()
+            start = (t.data_ptr() - buf.data_ptr()) // 4
+            assert start >= v1 * h and start + t.numel() <= v * h
+            spans.append((start, start + t.numel()))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        s = len(views)
+        if s * vb < v:
+            v1 = min(v, (s + 1) * vb)
+            end = spans[-1][1] if spans else 0
+            assert max(end, v1 * h) + nv * (v1 - s * vb) > v * h
+    assert len(_stash_views(torch.empty(151936, 896), 2048, 8192)) == 7
+    assert len(_stash_views(torch.empty(95, 10), 3, 10)) == 9    # nv <= H: all but the last
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

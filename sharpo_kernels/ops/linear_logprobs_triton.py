@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
+from .online_lse_triton import online_lse_rescale
 
 __all__ = ["linear_logprobs_triton", "linear_logprobs_triton_forward",
            "linear_logprobs_triton_backward", "LinearLogprobsTriton", "LinearTritonConfig"]
@@ -85,20 +86,13 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
         xy = tl.sum(tl.where(is_lab, z, 0.0), axis=1)
         tl.store(xy_ptr + offs_n, xy, mask=n_mask & has_lab)
         # online (m, s, t)
-        m_new = tl.maximum(m, tl.max(z, axis=1))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        started = m != float("-inf")
-        delta = tl.where(started, (m_ref - m) / temperature, 0.0)
-        alpha = tl.exp(-delta)
-        if NEED_ENTROPY:
-            t = tl.where(started, alpha * (t - delta * s), 0.0)
-        s = tl.where(started, alpha * s, 0.0)
+        m, m_ref, s, t = online_lse_rescale(m, s, t, tl.max(z, axis=1), temperature,
+                                            NEED_ENTROPY)
         d = tl.maximum((z - m_ref[:, None]) / temperature, -1e30)
         e = tl.exp(d)
         s += tl.sum(e, axis=1)
         if NEED_ENTROPY:
             t += tl.sum(e * d, axis=1)
-        m = m_new
     out = pid_s * NV + offs_n
     tl.store(part_m_ptr + out, m, mask=n_mask)
     tl.store(part_s_ptr + out, s, mask=n_mask)

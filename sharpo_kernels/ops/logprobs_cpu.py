@@ -26,6 +26,10 @@ Each tile costs a few elementwise passes (sub, [div], exp, sum in forward; sub, 
 exp, scale, scatter in backward, plus clamp/addcmul/mul with the entropy) beside its
 matmuls: the linear version does 1 matmul per tile forward and 3 backward (recompute,
 grad_hidden, grad_weight), against the naive path's 1 + 2 with N x V tensors in memory.
+The recompute is skipped for the first vocabulary tiles when grad_weight is allocated in
+forward and their logits are kept in the rows of it that backward writes last
+(`_stash_views`, `ChunkOptions.stash_logits`): 37% of the tiles for the Qwen head at
+N = 2048, all but one when N <= H, at no memory beyond the gradient itself.
 
 Computation dtype: float64 for float64 inputs, float32 otherwise (bf16/fp16 are upcast
 per tile). Outputs use the computation dtype; gradients come back in the input dtypes.
@@ -59,10 +63,18 @@ class ChunkOptions:
     token_tile_bytes: the same for token_logprobs (whole rows, at least one). Cache-sized
         tiles (4 MiB) were 4x slower on the 2-core test machine under load: every torch op
         is a parallel region whose threads wait for each other, so fewer, larger tiles win.
+    stash_logits: when the weight gradient will be needed (and is written directly, see
+        `_writes_grad_weight_directly`), allocate it in forward and keep the logits of the first vocabulary
+        tiles in the part of it that backward writes last, so backward skips their
+        recompute matmul. No memory beyond the gradient itself, which backward needs
+        anyway; but it is held from forward on, so several forwards awaiting one backward
+        hold one [V, H] buffer each: turn it off for that pattern with a short N (where
+        naive's [N, V] is smaller than [V, H]).
     """
     tile_bytes: int = 64 << 20
     max_rows: int = 4096
     token_tile_bytes: int = 64 << 20
+    stash_logits: bool = True
 
     def __post_init__(self):
         if not isinstance(self.tile_bytes, int) or self.tile_bytes <= 0:
@@ -72,6 +84,8 @@ class ChunkOptions:
         if not isinstance(self.token_tile_bytes, int) or self.token_tile_bytes <= 0:
             raise ValueError(f"token_tile_bytes: expected a positive int, got "
                              f"{self.token_tile_bytes!r}")
+        if not isinstance(self.stash_logits, bool):
+            raise TypeError(f"stash_logits: expected a bool, got {self.stash_logits!r}")
 
 
 DEFAULT_OPTIONS = ChunkOptions()
@@ -260,8 +274,8 @@ def token_logprobs_cpu(logits, labels, temperature=1.0, ignore_index=-100,
 # ----------------------------------------------------------------------------------------
 
 def _logits_tile(ws: _Workspace, h: torch.Tensor, w: torch.Tensor,
-                 b: Optional[torch.Tensor]) -> torch.Tensor:
-    z = ws.get("z", h.shape[0], w.shape[0])
+                 b: Optional[torch.Tensor], out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    z = ws.get("z", h.shape[0], w.shape[0]) if out is None else out
     if b is None:
         return torch.mm(h, w.t(), out=z)
     return torch.addmm(b, h, w.t(), out=z)
@@ -273,14 +287,54 @@ def _linear_tiles(nv: int, v: int, dt: torch.dtype, options: ChunkOptions):
     return rows, cols
 
 
+def _writes_grad_weight_directly(weight: torch.Tensor, nv: int, dt: torch.dtype,
+                                 options: ChunkOptions) -> bool:
+    """One row tile and the weight in the computation dtype: backward writes each vocabulary
+    slice of grad_weight once, straight from its matmul (no slice accumulator)."""
+    rb, _ = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
+    return weight.dtype == dt and rb >= nv > 0
+
+
+def _stash_views(buf: torch.Tensor, nv: int, vb: int) -> list:
+    """Views [nv, vb_j] of `buf` (the [V, H] grad_weight, not yet written) for the logits of
+    vocabulary tiles j = 0 .. s-1, s as large as fits.
+
+    Backward takes vocabulary tiles in order and writes grad_weight rows [v0_j, v1_j) at
+    tile j, after reading tile j's kept logits. So tile j's logits may live anywhere in
+    rows >= v1_j (flat elements from v1_j * H on): they are packed one after another, each
+    starting no earlier than its own v1_j * H, until the next would pass the end. With
+    nv > H that keeps about (V - vb) H / (nv V) of the vocabulary (37% of the tiles for
+    the Qwen head at nv = 2048), with nv <= H every tile but the last.
+    """
+    flat = buf.view(-1)
+    return [flat[a:b].view(nv, (b - a) // nv)
+            for a, b in _stash_spans(buf.shape[0], buf.shape[1], nv, vb)]
+
+
+def _stash_spans(v: int, h: int, nv: int, vb: int) -> list:
+    """(start, end) flat offsets of `_stash_views`' tiles in a [v, h] buffer."""
+    spans, end = [], 0
+    for v0 in range(0, v, vb):
+        v1 = min(v, v0 + vb)
+        start = max(end, v1 * h)
+        if start + nv * (v1 - v0) > v * h:
+            break
+        end = start + nv * (v1 - v0)
+        spans.append((start, end))
+    return spans
+
+
 def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float,
                                 ignore_index: int, need_entropy: bool,
-                                options: ChunkOptions = DEFAULT_OPTIONS):
+                                options: ChunkOptions = DEFAULT_OPTIONS,
+                                stash: Optional[torch.Tensor] = None):
     """hidden [N, H], weight [V, H], bias [V] or None, labels [N].
 
     Returns (logp [N], entropy [N], rows, m, logs, ent): rows = indices of the non-ignored
     rows (the only ones computed), m, logs, ent = their statistics for backward.
     Vocabulary tiles are the outer loop (each weight slice is upcast once), rows inner.
+    stash: an unwritten [V, H] grad_weight buffer (only when backward writes it directly);
+    the logits of the first vocabulary tiles are left in it for backward (`_stash_views`).
     """
     n = hidden.shape[0]
     v = weight.shape[0]
@@ -299,13 +353,15 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
     lab = labels.index_select(0, rows)
     rb, vb = _linear_tiles(nv, v, dt, options)
     ws = _Workspace(dt)
+    kept = [] if stash is None else _stash_views(stash, nv, vb)
     for v0 in range(0, v, vb):
         v1 = min(v, v0 + vb)
         wv = weight[v0:v1].to(dt)
         bv = None if bias is None else bias[v0:v1].to(dt)
+        keep = kept[v0 // vb] if v0 // vb < len(kept) else None
         for r0 in range(0, nv, rb):
             r1 = min(nv, r0 + rb)
-            z = _logits_tile(ws, hv[r0:r1], wv, bv)
+            z = _logits_tile(ws, hv[r0:r1], wv, bv, out=keep)
             # label logit (raw), when the label falls in this vocabulary tile
             ll = lab[r0:r1] - v0
             ok = (ll >= 0) & (ll < v1 - v0)
@@ -322,13 +378,14 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
             t_new = torch.where(started, alpha * (t[r0:r1] - delta * s_old),
                                 torch.zeros_like(s_old))
             s_new = torch.where(started, alpha * s_old, torch.zeros_like(s_old))
-            s_blk, t_blk = _tile_sums_(z.sub_(m_ref.unsqueeze(1)), temperature, need_entropy,
-                                       ws)
+            d = z.sub_(m_ref.unsqueeze(1)) if keep is None else \
+                torch.sub(z, m_ref.unsqueeze(1), out=ws.get("z", *z.shape))
+            s_blk, t_blk = _tile_sums_(d, temperature, need_entropy, ws)
             s_new += s_blk
             if need_entropy:
                 t_new += t_blk
             m[r0:r1], s[r0:r1], t[r0:r1] = m_new, s_new, t_new
-            del z
+            del z, d
     logs = s.log()
     lp = (xy - m) / temperature - logs
     ent = logs - t / s if need_entropy else torch.zeros_like(logs)
@@ -341,12 +398,14 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
 def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs_all, ent_all,
                                  g_lp, g_ent, temperature: float, need_hidden: bool,
                                  need_weight: bool, need_bias: bool,
-                                 options: ChunkOptions = DEFAULT_OPTIONS):
+                                 options: ChunkOptions = DEFAULT_OPTIONS,
+                                 stash: Optional[torch.Tensor] = None):
     """(grad_hidden, grad_weight, grad_bias), each None when not needed, in input dtypes.
 
     grad_weight is written slice by slice (an fp32 slice accumulator only when the weight
     is bf16/fp16 or rows need several tiles); grad_hidden is accumulated in the computation
-    dtype over the non-ignored rows ([N_valid, H]).
+    dtype over the non-ignored rows ([N_valid, H]). stash: the buffer forward filled
+    (`_stash_views`); it becomes grad_weight, and its kept logits tiles are not recomputed.
     """
     n, h = hidden.shape
     v = weight.shape[0]
@@ -354,9 +413,11 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
     nv = rows.numel()
     gh = torch.zeros(nv, h, dtype=dt) if need_hidden else None
     rb, vb = _linear_tiles(max(nv, 1), v, dt, options)
-    direct = need_weight and weight.dtype == dt and rb >= nv > 0
-    gw = None
-    if need_weight:  # written slice by slice when `direct`; zero only if never written
+    direct = need_weight and _writes_grad_weight_directly(weight, nv, dt, options)
+    gw, kept = None, []
+    if stash is not None and direct:
+        gw, kept = stash, _stash_views(stash, nv, vb)
+    elif need_weight:  # written slice by slice when `direct`; zero only if never written
         gw = (torch.empty if direct else torch.zeros)(weight.shape, dtype=weight.dtype)
     gb = torch.zeros(v, dtype=dt) if need_bias else None
     if nv > 0 and (need_hidden or need_weight or need_bias):
@@ -374,7 +435,8 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
                 gwv = ws.get("gw", v1 - v0, h).zero_()
             for r0 in range(0, nv, rb):
                 r1 = min(nv, r0 + rb)
-                z = _logits_tile(ws, hv[r0:r1], wv, bv)
+                j = v0 // vb
+                z = kept[j] if j < len(kept) else _logits_tile(ws, hv[r0:r1], wv, bv)
                 gq = _tile_grad_(z.sub_(m_all[r0:r1].unsqueeze(1)), logs_all[r0:r1],
                                  ent_all[r0:r1], gl[r0:r1],
                                  None if ge is None else ge[r0:r1], temperature, ws)
@@ -408,10 +470,20 @@ class LinearLogprobsCPU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
                 options):
+        stash = None
+        if options.stash_logits and ctx.needs_input_grad[1]:
+            dt = _cdtype(hidden, weight, bias)
+            nv = int((labels != ignore_index).sum())
+            _, vb = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
+            if _writes_grad_weight_directly(weight, nv, dt, options) and \
+                    _stash_spans(weight.shape[0], weight.shape[1], nv, vb):
+                stash = torch.empty(weight.shape, dtype=weight.dtype)
         logp, entropy, rows, m, logs, ent = linear_logprobs_cpu_forward(
-            hidden, weight, bias, labels, temperature, ignore_index, need_entropy, options)
+            hidden, weight, bias, labels, temperature, ignore_index, need_entropy, options,
+            stash)
         ctx.save_for_backward(hidden, weight, bias, labels, rows, m, logs, ent)
         ctx.temperature, ctx.need_entropy, ctx.options = temperature, need_entropy, options
+        ctx.stash = stash
         if not need_entropy:
             ctx.mark_non_differentiable(entropy)
         return logp, entropy
@@ -421,10 +493,14 @@ class LinearLogprobsCPU(torch.autograd.Function):
     def backward(ctx, g_lp, g_ent):
         hidden, weight, bias, labels, rows, m, logs, ent = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        # the stash is used up (it becomes grad_weight): a second backward (retain_graph)
+        # recomputes every tile into a fresh buffer
+        stash, ctx.stash = ctx.stash, None
         gh, gw, gb = linear_logprobs_cpu_backward(
             hidden, weight, bias, labels, rows, m, logs, ent, g_lp,
             g_ent if ctx.need_entropy else None, ctx.temperature,
-            need_h, need_w, need_b and bias is not None, ctx.options)
+            need_h, need_w, need_b and bias is not None, ctx.options,
+            stash if need_w else None)
         return gh, gw, gb, None, None, None, None, None
 
 

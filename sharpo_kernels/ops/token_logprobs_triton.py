@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
+from .online_lse_triton import online_lse_rescale
 
 __all__ = ["token_logprobs_triton", "token_logprobs_triton_forward",
            "token_logprobs_triton_backward", "TokenLogprobsTriton"]
@@ -41,20 +42,13 @@ def _token_fwd_kernel(x_ptr, stride_x, labels_ptr, logp_ptr, ent_ptr, m_ptr, log
     for v0 in range(0, v_end, BLOCK_V):
         cols = v0 + tl.arange(0, BLOCK_V)
         x = tl.load(x_row + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        started = m != float("-inf")
-        delta = tl.where(started, (m_ref - m) / temperature, 0.0)
-        alpha = tl.exp(-delta)
-        if NEED_ENTROPY:
-            t = tl.where(started, alpha * (t - delta * s), 0.0)
-        s = tl.where(started, alpha * s, 0.0)
+        m, m_ref, s, t = online_lse_rescale(m, s, t, tl.max(x, axis=0), temperature,
+                                            NEED_ENTROPY)
         d = tl.maximum((x - m_ref) / temperature, -1e30)
         e = tl.exp(d)
         s += tl.sum(e, axis=0)
         if NEED_ENTROPY:
             t += tl.sum(e * d, axis=0)
-        m = m_new
     safe = tl.where(valid, label, 0)
     x_y = tl.load(x_row + safe).to(tl.float32)
     s = tl.where(valid, s, 1.0)                   # ignored rows: no log(0), no 0 / 0
