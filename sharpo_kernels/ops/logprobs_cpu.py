@@ -64,9 +64,9 @@ class ChunkOptions:
         tiles (4 MiB) were 4x slower on the 2-core test machine under load: every torch op
         is a parallel region whose threads wait for each other, so fewer, larger tiles win.
     stash_logits: when the weight gradient will be needed (and is written directly, see
-        `_writes_grad_weight_directly`), allocate it in forward and keep the logits of the first vocabulary
-        tiles in the part of it that backward writes last, so backward skips their
-        recompute matmul. No memory beyond the gradient itself, which backward needs
+        `_writes_grad_weight_directly`), allocate it in forward and keep the logits of the
+        first vocabulary tiles in the part of it that backward writes last, so backward
+        skips their recompute matmul. No memory beyond the gradient itself, which backward needs
         anyway; but it is held from forward on, so several forwards awaiting one backward
         hold one [V, H] buffer each: turn it off for that pattern with a short N (where
         naive's [N, V] is smaller than [V, H]).
