@@ -49,6 +49,14 @@ def _grads(fn, hidden, weight, bias, g_lp, g_ent, dt=None):
     return lp, ent, [t.grad for t in leaves]
 
 
+def _reference_grads(hidden, weight, bias, labels, g_lp, g_ent, **kw):
+    """(logp, entropy, grads) of the float64 reference on the same inputs (the oracle)."""
+    return _grads(
+        lambda a, w, b: linear_logprobs_reference(a, w, labels, bias=b, return_entropy=True,
+                                                  **kw),
+        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+
+
 def _close(got, want, rtol, atol, what):
     got, want = got.double(), want.double()
     assert got.shape == want.shape, what
@@ -66,10 +74,7 @@ def _check_all(backend, hidden, weight, bias, labels, g_lp, g_ent, tol, **kw):
         hidden, weight, bias, g_lp, g_ent)
     for a, b in zip(before, (hidden, weight, bias)):
         assert torch.equal(a, b)                       # inputs never modified in place
-    rlp, rent, rgrads = _grads(
-        lambda h, w, b: linear_logprobs_reference(h, w, labels, bias=b, return_entropy=True,
-                                                  **kw),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    rlp, rent, rgrads = _reference_grads(hidden, weight, bias, labels, g_lp, g_ent, **kw)
     assert lp.dtype == torch.float32 and ent.dtype == torch.float32
     _close(lp, rlp, lp_rtol, lp_atol, "logp")
     _close(ent, rent, lp_rtol, lp_atol, "entropy")
@@ -113,10 +118,8 @@ def test_large_logits_and_confident_rows(backend):
         lambda a, w, b: linear_logprobs(a, w, labels, bias=b, temperature=0.9,
                                         return_entropy=True, backend=backend),
         hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _grads(
-        lambda a, w, b: linear_logprobs_reference(a, w, labels, bias=b, temperature=0.9,
-                                                  return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    rlp, rent, rgrads = _reference_grads(hidden, weight, bias, labels, g_lp, g_ent,
+                                         temperature=0.9)
     assert (lp <= 0).all()
     # the logits themselves are fp32 matmul results: |z| * 2^-24 * sqrt(H) uncertainty
     zmax = (hidden @ weight.t() + bias).abs().amax(1) / 0.9
@@ -166,10 +169,8 @@ def test_cpu_tiles(options, dtype):
     lp, ent, grads = _grads(
         lambda a, w, b: linear_logprobs_cpu(a, w, labels, b, 0.8, -100, True, options),
         hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _grads(
-        lambda a, w, b: linear_logprobs_reference(a, w, labels, bias=b, temperature=0.8,
-                                                  return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    rlp, rent, rgrads = _reference_grads(hidden, weight, bias, labels, g_lp, g_ent,
+                                         temperature=0.8)
     _close(lp, rlp, 2e-6, 2e-5, "logp")
     _close(ent, rent, 2e-6, 2e-5, "entropy")
     g_rtol = 1e-5 if dtype == torch.float32 else 1.6e-2
@@ -196,11 +197,11 @@ def test_cpu_stashed_logits(with_bias, entropy, poisoned_alloc):
     lp, ent, grads = _grads(run(opts), hidden, weight, bias, g_lp, g_ent)
     _, _, plain = _grads(run(ChunkOptions(tile_bytes=opts.tile_bytes, stash_logits=False)),
                          hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _grads(
-        lambda a, w, b: linear_logprobs_reference(a, w, labels, bias=b, temperature=0.7,
-                                                  return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    rlp, rent, rgrads = _reference_grads(hidden, weight, bias, labels, g_lp, g_ent,
+                                         temperature=0.7)
     _close(lp, rlp, 2e-6, 2e-5, "logp")
+    if entropy:
+        _close(ent, rent, 2e-6, 2e-5, "entropy")
     for g, pg, rg in zip(grads, plain, rgrads):
         _close(g, rg, 1e-5, 1e-5 * rg.abs().max().item(), "grad vs reference")
         _close(g, pg, 1e-6, 1e-6 * pg.abs().max().item(), "grad vs recomputed")
@@ -224,6 +225,18 @@ def test_cpu_stash_is_used_once():
     for got in (first, second):
         _close(got, wr.grad, 1e-5, 1e-5 * wr.grad.abs().max().item(), "grad_weight")
     assert torch.equal(first, kept) and second.data_ptr() != first.data_ptr()
+
+
+@pytest.mark.parametrize("kwargs, exc, name", [
+    ({"tile_bytes": 0}, ValueError, "tile_bytes"),
+    ({"tile_bytes": 1.5}, ValueError, "tile_bytes"),
+    ({"max_rows": -1}, ValueError, "max_rows"),
+    ({"token_tile_bytes": "64M"}, ValueError, "token_tile_bytes"),
+    ({"stash_logits": 1}, TypeError, "stash_logits"),
+])
+def test_chunk_options_bad_input(kwargs, exc, name):
+    with pytest.raises(exc, match=name):
+        ChunkOptions(**kwargs)
 
 
 def test_stash_views_fit_and_do_not_overlap():

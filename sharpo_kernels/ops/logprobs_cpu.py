@@ -324,6 +324,18 @@ def _stash_spans(v: int, h: int, nv: int, vb: int) -> list:
     return spans
 
 
+def _stash_buffer(weight: torch.Tensor, nv: int, dt: torch.dtype,
+                  options: ChunkOptions) -> Optional[torch.Tensor]:
+    """An unwritten grad_weight buffer for forward to keep logits in, or None when backward
+    will not write grad_weight directly or not one tile would fit."""
+    if not _writes_grad_weight_directly(weight, nv, dt, options):
+        return None
+    _, vb = _linear_tiles(nv, weight.shape[0], dt, options)
+    if not _stash_spans(weight.shape[0], weight.shape[1], nv, vb):
+        return None
+    return torch.empty(weight.shape, dtype=weight.dtype)
+
+
 def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float,
                                 ignore_index: int, need_entropy: bool,
                                 options: ChunkOptions = DEFAULT_OPTIONS,
@@ -472,12 +484,8 @@ class LinearLogprobsCPU(torch.autograd.Function):
                 options):
         stash = None
         if options.stash_logits and ctx.needs_input_grad[1]:
-            dt = _cdtype(hidden, weight, bias)
-            nv = int((labels != ignore_index).sum())
-            _, vb = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
-            if _writes_grad_weight_directly(weight, nv, dt, options) and \
-                    _stash_spans(weight.shape[0], weight.shape[1], nv, vb):
-                stash = torch.empty(weight.shape, dtype=weight.dtype)
+            stash = _stash_buffer(weight, int((labels != ignore_index).sum()),
+                                  _cdtype(hidden, weight, bias), options)
         logp, entropy, rows, m, logs, ent = linear_logprobs_cpu_forward(
             hidden, weight, bias, labels, temperature, ignore_index, need_entropy, options,
             stash)
