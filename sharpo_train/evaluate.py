@@ -13,9 +13,11 @@ Three entry points, one path through them:
 
 The result is the RUN/eval.json object (docs/run_directory.md):
 {"success", "per_family": {family: rate}, "per_family_episodes": {family: n}, "episodes",
-"games"}; an environment that scores its episodes (WebShop: info["task_score"], WebShop's
-reward in [0, 1]; success is score == 1) adds {"score": mean task score,
-"per_family_score": {family: mean}} -- the paper reports both for WebShop. WebShop's
+"games", "per_task": {task id: 1 or 0}} (per_task lets two evaluations on the same tasks be
+compared game by game: report/stats.py); an environment that scores its episodes (WebShop:
+info["task_score"], WebShop's reward in [0, 1]; success is score == 1) adds {"score": mean
+task score, "per_family_score": {family: mean}, "per_task_score": {task id: score}} -- the
+paper reports both for WebShop. WebShop's
 families are the product categories (beauty, electronics, fashion, garden, grocery); its
 evaluation tasks are its test split (env.eval_split, default "test": goals 0..499).
 """
@@ -99,10 +101,13 @@ def evaluate(model, tokenizer, suite, tasks, config, pool=None) -> dict:
             pool.close()
     overall, per_family = success_by_family(episodes)
     result = {"success": overall, "per_family": per_family, "episodes": len(episodes),
-              "games": eval_source(config.env)}
+              "games": eval_source(config.env),
+              "per_task": {ep.task.id: int(bool(ep.success)) for ep in episodes}}
     scored = score_by_family(episodes)
     if scored is not None:
         result["score"], result["per_family_score"] = scored
+        result["per_task_score"] = {ep.task.id: float(ep.score if ep.score is not None
+                                                      else ep.success) for ep in episodes}
     return result
 
 

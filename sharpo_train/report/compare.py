@@ -59,6 +59,7 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
                                   title_family=f"Table 2 layout: final success per "
                                                f"{env.family_word} (%)",
                                   metric=f"{env.label} success"))
+    lines += paired_lines(warm, held, "goals" if env.scored else "games")
     scores = score_runs(held)
     if any(scores.values()):
         lines += ["", "WebShop task score (its reward in [0, 1], x100; success = score 1):", "",
@@ -96,3 +97,33 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
         per_run = {label: [r["success"] for r in runs] for label, runs in scores.items()}
         lines += ["", "Per-run held-out task score: `" + json.dumps(per_run) + "`"]
     atomic_write_text(out / "compare.md", "\n".join(lines) + "\n")
+
+
+def per_task_mean(runs: list[dict]) -> dict[str, float]:
+    """{task id: success averaged over the runs (seeds) that played it}, from eval.json
+    "per_task"; {} when a run did not record it."""
+    if not runs or not all(r.get("per_task") for r in runs):
+        return {}
+    ids = set.intersection(*(set(r["per_task"]) for r in runs))
+    return {i: sum(r["per_task"][i] for r in runs) / len(runs) for i in sorted(ids)}
+
+
+def paired_lines(warm, held: dict[str, list[dict]], unit: str) -> list[str]:
+    """Each method against the warm start and against the first method, paired on the same
+    held-out tasks: per task, the success averaged over the method's seeds
+    (report/stats.py paired_difference; a 95% interval that excludes 0 is beyond noise)."""
+    from .stats import paired_difference
+    means = {label: per_task_mean(runs) for label, runs in held.items()}
+    means = {label: m for label, m in means.items() if m}
+    if not means:
+        return []
+    first = next(iter(means))
+    lines = ["", f"Paired on the same held-out {unit} (per {unit[:-1]}: success averaged over "
+             "the seeds run; 95% bootstrap over them, sign test on those that moved):", "",
+             "| Method | vs warm start | vs " + first + " |", "|---|---|---|"]
+    warm_tasks = (warm or {}).get("per_task")
+    for label, m in means.items():
+        vs_warm = paired_difference(warm_tasks, m).describe(unit) if warm_tasks else "-"
+        vs_first = paired_difference(means[first], m).describe(unit) if label != first else "-"
+        lines.append(f"| {label} | {vs_warm} | {vs_first} |")
+    return lines

@@ -76,6 +76,8 @@ def demo_results_markdown(log, s, method: str, credit, families,
              f"## {env.heldout(s, after.get('episodes', s.eval_games))}", ""]
     lines += table(log.result("eval_sft"), log.result("eval_rl"),
                    "category" if env.scored else "family")
+    lines += ["", change_sentence(log.result("eval_sft"), after, method,
+                                  "goals" if env.scored else "games")]
     if outcomes:
         lines += ["", outcomes]
     if log.result("eval_real_rl"):
@@ -83,6 +85,7 @@ def demo_results_markdown(log, s, method: str, credit, families,
         lines += ["", f"## Real ALFWorld valid_seen games (a family-balanced sample of "
                   f"{real['episodes']} from {real['games']}; up to {s.real_max_turns} turns)", ""]
         lines += table(log.result("eval_real_sft"), real, "family")
+        lines += ["", change_sentence(log.result("eval_real_sft"), real, method, "games")]
     elif env.label == "ALFWorld":
         lines += ["", "No real ALFWorld games were found (../shared/data/alfworld): the table "
                   "covers generated games only."]
@@ -96,3 +99,28 @@ def demo_results_markdown(log, s, method: str, credit, families,
     lines += [f"| {k} | {v:.0f} |" for k, v in secs.items()]
     lines.append(f"| total | {sum(secs.values()):.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def change_sentence(before: Optional[dict], after: dict, method: str, unit: str) -> str:
+    """The success rates with their 95% Wilson intervals and, when both evaluations recorded
+    per-task outcomes (eval.json "per_task"), the paired difference on the same tasks: a
+    change counts as beyond noise when its paired 95% interval excludes 0 (report/stats.py)."""
+    from .stats import paired_difference, wilson_interval
+
+    def rate(res: dict) -> str:
+        n = int(res.get("episodes", 0))
+        k = round(res["success"] * n)
+        lo, hi = wilson_interval(k, n)
+        return f"{100 * res['success']:.1f}% ({k}/{n}; 95% Wilson {100 * lo:.1f}-{100 * hi:.1f})"
+
+    if not after:
+        return ""
+    if not before:
+        return f"After {method}: {rate(after)}."
+    text = f"Success: warm start {rate(before)} -> after {method} {rate(after)}."
+    if before.get("per_task") and after.get("per_task"):
+        d = paired_difference(before["per_task"], after["per_task"])
+        verdict = ("beyond noise: the paired interval excludes 0" if d.lo > 0 or d.hi < 0
+                   else "within noise: the paired interval includes 0")
+        text += f" Paired on the same {unit}: {d.describe(unit)}; {verdict}."
+    return text

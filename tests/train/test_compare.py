@@ -10,7 +10,7 @@ import sharpo_train.trainer as trainer
 from sharpo_train.cli import main
 from sharpo_train.recipes.compare import parse_methods, parse_seeds
 
-from compare_support import fake_phases, write_fake_run
+from compare_support import HELD, fake_phases, write_fake_run
 
 # the final success each (method, seed) will report: made up, distinct per run
 FINAL = {("grpo", 0): 0.25, ("grpo", 1): 0.5, ("sharpo", 0): 0.75, ("sharpo", 1): 0.5}
@@ -25,11 +25,13 @@ def fake_world(monkeypatch):
         x = FINAL[(cfg.method, cfg.seed)]
         rows = [{"step": s, "kind": "train", "success": x * s / 2} for s in (1, 2)]
         rows.append({"step": 2, "kind": "eval", "eval/success": x})
+        per_task = {t.id: int(i < 4 * x) for i, t in enumerate(HELD)}
         return write_fake_run(cfg, rows, {"success": x, "per_family": {"Pick": x, "Cool": 1 - x},
-                                          "episodes": 4})
+                                          "episodes": 4, "per_task": per_task})
 
     fake_phases(monkeypatch, fake_train,
-                {"success": 0.1, "per_family": {"Pick": 0.2, "Cool": 0.0}, "episodes": 4})
+                {"success": 0.1, "per_family": {"Pick": 0.2, "Cool": 0.0}, "episodes": 4,
+                 "per_task": {t.id: 0 for t in HELD}})
     return calls
 
 
@@ -49,6 +51,13 @@ def test_compare_table_and_resume(tmp_path, fake_world, capsys):
     assert "| SHARPO (λ=0.05) | 62.50 ± 17.68 | 37.50 ± 17.68 | 62.50 ± 17.68 |" in md
     assert "GRPO: 2/2" in md and "Warm start before RL" in md
     assert (out / "compare_curves.png").read_bytes()[:4] == b"\x89PNG"
+    # paired on the same held-out games, per game averaged over the seeds: GRPO wins game 0
+    # in both seeds and game 1 in seed 1 (0.25 -> 1 game, 0.5 -> 2); SHARPO(0.05) games 0-2
+    # in seed 0 and 0-1 in seed 1; the warm start wins none
+    assert ("| GRPO | +37.5 points (95% paired bootstrap" in md
+            and "2 games gained, 0 lost" in md)
+    assert "| SHARPO (λ=0.05) | +62.5 points" in md
+    assert "| +25.0 points" in md                 # SHARPO(0.05) vs GRPO
     # a rerun keeps the finished runs
     fake_world.clear()
     assert main(args) == 0

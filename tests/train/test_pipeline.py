@@ -37,6 +37,7 @@ def test_demo_writes_table_plot_and_report(demo_run, capsys):
     # the table's overall number is the run's own final evaluation
     final = json.loads((demo_run / "rl" / "eval.json").read_text())
     assert f"**{final['success'] * 100:.1f}**" in results
+    assert "95% Wilson" in results            # the rate with its interval under the table
     assert (demo_run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     page = (demo_run / "credit_report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Rollouts: GRPO vs SHARPO advantage" in page

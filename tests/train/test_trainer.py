@@ -146,8 +146,11 @@ def test_cli_train_then_eval(tmp_path):
     (written,) = run.glob("eval-*.json")
     assert not (run / "eval.json").exists()
     result = json.loads(written.read_text())
-    assert set(result) == {"success", "per_family", "per_family_episodes", "episodes", "games"} \
-        and result["episodes"] == 2
+    assert set(result) == {"success", "per_family", "per_family_episodes", "episodes", "games",
+                           "per_task"} and result["episodes"] == 2
+    # one outcome per task played, 0/1, agreeing with the rate
+    assert len(result["per_task"]) == 2 and set(result["per_task"].values()) <= {0, 1}
+    assert sum(result["per_task"].values()) / 2 == result["success"]
 
 
 def test_kl_to_the_frozen_reference_and_several_optimizer_steps(tmp_path):
