@@ -566,10 +566,17 @@ class EvalConfig:
     num_tasks: int = 8                    # first N eval tasks (0: all)
     temperature: float = 0.0              # 0: greedy
     max_turns: Optional[int] = None       # None: rollout.max_turns
+    before_train: bool = False            # also evaluate at step 0, before the first update
+                                          # (a fresh run only; verl: trainer.val_before_train)
+    train_tasks: int = 0                  # > 0: every evaluation also plays this many training
+                                          # tasks (a fixed family-balanced sample, greedy):
+                                          # eval/train_success, a training curve free of the
+                                          # per-step task draw
 
     def validate(self) -> None:
         in_range(self, "every", 0)
         in_range(self, "num_tasks", 0, 10 ** 6)
+        in_range(self, "train_tasks", 0, 10 ** 6)
         in_range(self, "temperature", 0, 100)
         in_range(self, "max_turns", 1, 1000, nullable=True)
 

@@ -25,8 +25,10 @@ class DemoConfig:
     seed: int = 0                  # games, demonstrations, SFT and RL seed
     train_games: int = 120         # generated training games (the demonstrations come from them;
                                    # webshop: the first N goals of WebShop's train split)
-    eval_games: int = 18           # generated held-out games (a different generator seed;
-                                   # webshop: a category-balanced sample of the test split)
+    eval_games: int = 180          # generated held-out games (a different generator seed; 180:
+                                   # enough to tell a gain of a few points from noise, paired
+                                   # game by game, report/stats.py; webshop: 18, a
+                                   # category-balanced sample of the test split)
     game_size: str = "tiny"        # generator room size: tiny | small | medium | large
     game_max_steps: int = 10       # environment step limit per episode (both environments)
     real_eval_games: int = 6       # real valid_seen games sampled for evaluation (0: none)

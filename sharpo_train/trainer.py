@@ -35,7 +35,7 @@ from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credi
 from .envs import env_prompts, make_suite
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, episode_advantages
-from .evaluate import evaluate_checkpoint, success_by_family
+from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, truncate_metrics
@@ -66,6 +66,13 @@ def _final_eval_on_record(run_dir: Path, total_steps: int) -> bool:
         return False
     return any(r.get("kind") == "eval" and r.get("step") == total_steps
                for r in read_jsonl(run_dir / "metrics.jsonl"))
+
+
+def _eval_on_record(run_dir: Path, step: int) -> bool:
+    """An eval line at ``step`` in RUN/metrics.jsonl (a resumed run does not repeat it)."""
+    path = run_dir / "metrics.jsonl"
+    return path.is_file() and any(r.get("kind") == "eval" and r.get("step") == step
+                                  for r in read_jsonl(path))
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -317,6 +324,17 @@ class Trainer:
         rec.update({f"eval/success/{f}": v for f, v in result["per_family"].items()})
         if "score" in result:           # environments that score episodes (WebShop)
             rec["eval/score"] = result["score"]
+        if self.cfg.eval.train_tasks and self.suite.train_tasks:
+            # the same training tasks at every evaluation: training success without the draw
+            train = evaluate_checkpoint(
+                (self.model, self.tokenizer), self.cfg, suite=self.suite, pool=self.pool,
+                tasks=balanced_tasks(self.suite.train_tasks, self.cfg.eval.train_tasks,
+                                     "train-eval"),
+                seed=_step_seed(self.cfg.seed, -step - 1))
+            rec["eval/train_success"] = train["success"]
+            rec["eval/train_episodes"] = train["episodes"]
+            if "score" in train:
+                rec["eval/train_score"] = train["score"]
         logger.log(rec)
         return result
 
@@ -340,6 +358,9 @@ class Trainer:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
                                    tensorboard=cfg.log.tensorboard, progress=cfg.log.progress)
+            if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
+                    self.run_dir, 0):
+                self.evaluate(0, logger)
             for step in range(self.step_done + 1, cfg.total_steps + 1):
                 rec = self.step(step)
                 logger.log(rec)          # the diverged step's line too: it shows what happened

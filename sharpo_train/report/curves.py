@@ -1,5 +1,6 @@
-"""Learning curves from metrics.jsonl: training success per step (moving average) and
-held-out success at the eval steps; several runs of one method are averaged."""
+"""Learning curves from metrics.jsonl: training success per step (moving average), the
+greedy success on a fixed sample of training tasks at the eval steps (eval.train_tasks),
+and held-out success at the eval steps; several runs of one method are averaged."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,11 +21,15 @@ def moving_average(values: list[float], window: int) -> np.ndarray:
 
 
 def run_curves(run_dir: str | Path) -> dict:
-    """{"train": (steps, success), "eval": (steps, success)} of one run."""
+    """{"train": (steps, success), "eval": (steps, success), "train_eval": (steps, greedy
+    success on the fixed training sample)} of one run."""
     train, evals = read_metrics(run_dir)
     train = [r for r in train if "success" in r]
+    fixed = [r for r in evals if "eval/train_success" in r]
     return {"train": ([r["step"] for r in train], [float(r["success"]) for r in train]),
-            "eval": ([r["step"] for r in evals], [float(r["eval/success"]) for r in evals])}
+            "eval": ([r["step"] for r in evals], [float(r["eval/success"]) for r in evals]),
+            "train_eval": ([r["step"] for r in fixed],
+                           [float(r["eval/train_success"]) for r in fixed])}
 
 
 def _mean_over_runs(series: list[tuple[list, list]]):
@@ -41,8 +46,9 @@ def _mean_over_runs(series: list[tuple[list, list]]):
 def plot_learning_curves(runs: dict[str, list[str | Path]], out_png: str | Path,
                          smooth: int = 5, title: str = "Learning curve",
                          start_success: float | None = None) -> Path:
-    """runs: label -> run directories (seeds). Two panels: training success (moving
-    average over `smooth` steps) and held-out success at the eval steps; lines are the mean
+    """runs: label -> run directories (seeds). Two panels: training success (sampled, moving
+    average over `smooth` steps; dashed: greedy on the fixed training sample at the eval
+    steps, when logged) and held-out success at the eval steps; lines are the mean
     over runs, shading spans min-max. ``start_success``: held-out success of the common
     starting point (the warm start), drawn at step 0 of every curve."""
     import matplotlib
@@ -58,18 +64,23 @@ def plot_learning_curves(runs: dict[str, list[str | Path]], out_png: str | Path,
                     c["eval"] = ([0] + c["eval"][0], [start_success] + c["eval"][1])
         steps, mean, lo, hi = _mean_over_runs(
             [(s, list(moving_average(v, smooth))) for s, v in (c["train"] for c in curves)])
+        color = None
         if steps:
             line, = ax_train.plot(steps, mean * 100, label=f"{label} (n={len(dirs)})")
+            color = line.get_color()
             if len(dirs) > 1:
-                ax_train.fill_between(steps, lo * 100, hi * 100, alpha=0.15,
-                                      color=line.get_color())
+                ax_train.fill_between(steps, lo * 100, hi * 100, alpha=0.15, color=color)
+        steps, mean, lo, hi = _mean_over_runs([c["train_eval"] for c in curves])
+        if steps:
+            ax_train.plot(steps, mean * 100, marker="s", linestyle="--", color=color,
+                          label=f"{label}: greedy, fixed training sample")
         steps, mean, lo, hi = _mean_over_runs([c["eval"] for c in curves])
         if steps:
             line, = ax_eval.plot(steps, mean * 100, marker="o", label=f"{label} (n={len(dirs)})")
             if len(dirs) > 1:
                 ax_eval.fill_between(steps, lo * 100, hi * 100, alpha=0.15,
                                      color=line.get_color())
-    ax_train.set(title=f"training success (moving avg, {smooth} steps)", xlabel="RL step",
+    ax_train.set(title=f"training success (sampled: moving avg, {smooth} steps)", xlabel="RL step",
                  ylabel="success (%)")
     ax_eval.set(title="held-out success", xlabel="RL step", ylabel="success (%)")
     from matplotlib.ticker import MaxNLocator

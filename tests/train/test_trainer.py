@@ -233,6 +233,28 @@ def test_final_eval_is_not_repeated_when_eval_every_hits_the_last_step(tmp_path)
     assert json.loads((run / "eval.json").read_text())["episodes"] == 2
 
 
+def test_eval_before_training_and_on_a_fixed_training_sample(tmp_path):
+    """eval.before_train: an eval line at step 0 (the policy before any update), once even
+    when the run is resumed; eval.train_tasks: every eval also plays the same training tasks
+    (eval/train_success), and the learning-curve plot draws them."""
+    cfg = small_config(tmp_path / "run", total_steps=2, eval__every=2, eval__at_end=True,
+                       eval__before_train=True, eval__train_tasks=3)
+    run = train(cfg)
+    lines = read_jsonl(run / "metrics.jsonl")
+    assert [(l["kind"], l["step"]) for l in lines] == [("eval", 0), ("train", 1), ("train", 2),
+                                                        ("eval", 2)]
+    for line in (lines[0], lines[3]):
+        assert line["eval/train_episodes"] == 3 and 0 <= line["eval/train_success"] <= 1
+    cfg.total_steps, cfg.resume = 3, True        # resumed: no second step-0 evaluation
+    train(cfg)
+    lines = read_jsonl(run / "metrics.jsonl")
+    assert [l["step"] for l in lines if l["kind"] == "eval"] == [0, 2, 3]
+    from sharpo_train.report.curves import plot_learning_curves, run_curves
+    assert run_curves(run)["train_eval"][0] == [0, 2, 3]
+    png = plot_learning_curves({"SHARPO": [run]}, tmp_path / "curve.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_env_faults_leave_the_step_and_are_counted(tmp_path):
     """Issue 16 item 9: episodes whose environment failed mid-episode give no rows and are
     counted as env_faults; the healthy episodes train as usual."""
