@@ -55,8 +55,10 @@ class PairedDifference:
     p_value: float        # exact two-sided sign test on gained vs lost
 
     def describe(self, unit: str = "games") -> str:
+        one = unit[:-1] if unit.endswith("s") else unit
         return (f"{100 * self.diff:+.1f} points (95% paired bootstrap "
-                f"{100 * self.lo:+.1f} to {100 * self.hi:+.1f}; {self.gained} {unit} gained, "
+                f"{100 * self.lo:+.1f} to {100 * self.hi:+.1f}; {self.gained} "
+                f"{one if self.gained == 1 else unit} gained, "
                 f"{self.lost} lost, sign test p = {self.p_value:.3g}; n = {self.n})")
 
 
