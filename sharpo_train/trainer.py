@@ -62,10 +62,7 @@ def resolve_device(name: str) -> torch.device:
 def _final_eval_on_record(run_dir: Path, total_steps: int) -> bool:
     """True for a finished run resumed again: its final evaluation (an eval line at
     total_steps in metrics.jsonl, and eval.json) is on record; it is not appended again."""
-    if not (run_dir / "eval.json").is_file() or not (run_dir / "metrics.jsonl").is_file():
-        return False
-    return any(r.get("kind") == "eval" and r.get("step") == total_steps
-               for r in read_jsonl(run_dir / "metrics.jsonl"))
+    return (run_dir / "eval.json").is_file() and _eval_on_record(run_dir, total_steps)
 
 
 def _eval_on_record(run_dir: Path, step: int) -> bool:

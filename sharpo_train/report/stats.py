@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -78,9 +77,12 @@ def paired_difference(before: Mapping[str, float], after: Mapping[str, float],
     a = [float(after[i]) for i in ids]
     n = len(ids)
     d = [x - y for x, y in zip(a, b)]
-    rng = random.Random(seed)
-    boots = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
-    lo, hi = boots[int(0.025 * (n_boot - 1))], boots[int(round(0.975 * (n_boot - 1)))]
+    import numpy as np
+    diffs = np.asarray(d, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    boots = np.sort(diffs[idx].mean(axis=1))          # one vectorised draw of all resamples
+    lo = float(boots[int(0.025 * (n_boot - 1))])
+    hi = float(boots[int(round(0.975 * (n_boot - 1)))])
     gained, lost = sum(x > 0 for x in d), sum(x < 0 for x in d)
     return PairedDifference(n=n, before=sum(b) / n, after=sum(a) / n, diff=sum(d) / n,
                             lo=lo, hi=hi, gained=gained, lost=lost,
