@@ -605,6 +605,10 @@ ENV_KEYS: dict[str, dict[str, tuple]] = {
                   "seed": (int, 0, None)},
     "signs": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
               "num_signs": (int, 1, 100), "seed": (int, 0, None)},
+    "corridor": {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
+                 "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
+                 "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
+                 "seed": (int, 0, None)},
 }
 
 
@@ -683,9 +687,11 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
-        need(not (self.log.credit_quality and self.env.get("name") != "alfworld"),
-             "log.credit_quality", "false unless env.name is alfworld (its planner labels "
-             "the actions)", self.log.credit_quality)
+        from .credit_quality import LABELLERS
+        need(not (self.log.credit_quality and self.env.get("name") not in LABELLERS),
+             "log.credit_quality", f"false unless env.name is one of {sorted(LABELLERS)} "
+             "(the environments whose actions can be labelled: ALFWorld's planner, the "
+             "corridor's decisive turns)", self.log.credit_quality)
 
 
 # ---------------------------------------------------------------------------- train loading

@@ -111,10 +111,13 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  max_observation_chars: int = 200, placement: str = "after_task",
                  ) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
-    each turn's user message followed by the episode's own trajectory as a successful
-    attempt, laid out exactly as the trainer lays out a teacher prompt (teacher.py). Needs
-    the records' ``action`` and ``observation_after`` (written by `sharpo alfworld demos`);
-    episodes without them are skipped."""
+    each turn's user message with a hint, laid out exactly as the trainer lays out a
+    teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
+    one (the corridor's demos: a peer's trajectory in the environment's own hint layout),
+    else the episode's own trajectory as a successful attempt (ALFWorld's layout), which
+    needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld
+    demos`); episodes with neither are skipped. Records are grouped into episodes by
+    ``episode`` when present, else by ``task_id``."""
     from .envs.alfworld.prompts import render_hint
     from .teacher import teacher_text
 
@@ -124,16 +127,20 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     for line in Path(path).read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            if isinstance(rec, dict) and "action" in rec and "observation_after" in rec:
-                episodes.setdefault(str(rec.get("task_id")), []).append(rec)
+            if isinstance(rec, dict) and (isinstance(rec.get("hint"), str) or (
+                    "action" in rec and "observation_after" in rec)):
+                key = rec.get("episode", rec.get("task_id"))
+                episodes.setdefault(str(key), []).append(rec)
     names = sorted(episodes)
     rng = random.Random(seed)
     chosen = rng.sample(names, round(fraction * len(names)))
     out = []
     for name in sorted(chosen):
         recs = sorted(episodes[name], key=lambda r: r.get("step", 0))
-        hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
-                           max_observation_chars=max_observation_chars)
+        hint = recs[0].get("hint")
+        if not isinstance(hint, str):
+            hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
+                               max_observation_chars=max_observation_chars)
         for r in recs:
             user, reply = r["messages"][0], r["messages"][-1]
             out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement)},

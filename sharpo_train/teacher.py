@@ -26,13 +26,19 @@ log-probs back into the batch. Shapes: N episodes, B rows, T teacher rows, L as 
     "\n\n" + hint. Only the turn prompt is shared with the student row, so from the
     second turn on the hint runs through the model once per teacher row.
   When the teacher prompt would exceed ``max_prompt_tokens``, the hint is cut (its tail
-  replaced by " ..."), never the task or the turn prompt; a row with no room for even a
-  short hint gets no teacher. Both placements follow this rule.
+  replaced by " ..."), never the task or the turn prompt. A row with no room for even a
+  short hint is not scored by a teacher but stays in its trajectory's teacher: it is a
+  *neutral* row (``TeacherRows.neutral``) whose teacher log-probs are the student's, so
+  its gaps are 0, its weights 1 and its length factors those of the trajectory. Were it
+  left without a teacher, its segments would still count in the trajectory's mean segment
+  length ``mbar`` while keeping a factor of 1, and the length-balanced total of docs/method.md
+  §4 (property 5: the segment tokens of a trajectory carry ``A_i`` times their number) would
+  no longer hold for that trajectory. Both placements follow this rule.
 """
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -134,6 +140,8 @@ class TeacherRows:
     sequences: list[list[int]]       # [T] teacher prompt ids + the row's response ids
     num_scored: list[int]            # [T] response length of each (tokens to score)
     hints_truncated: int = 0         # teacher rows whose hint was cut to fit
+    neutral: list[int] = field(default_factory=list)   # rows b whose hint did not fit at
+                                     # all: teacher = student (gap 0, w 1; module docstring)
 
 
 def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torch.Tensor, *,
@@ -141,9 +149,10 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
                  placement: str = DEFAULT_HINT_PLACEMENT) -> TeacherRows:
     """The teacher rows of a ``StepBatch`` (batch.py): row b gets one when its episode
     e = traj_index[b] has a hint (``hints`` [N]), A_e != 0 unless ``skip_zero_advantage``
-    is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``). The teacher
-    sequence is that turn's user text with the hint placed as ``placement`` says
-    (``teacher_text``), chat-templated, then the row's response."""
+    is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``); a row that
+    would get one but has no room for its hint goes to ``neutral`` (module docstring).
+    The teacher sequence is that turn's user text with the hint placed as ``placement``
+    says (``teacher_text``), chat-templated, then the row's response."""
     if placement not in HINT_PLACEMENTS:
         raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
                          f"got {placement!r}")
@@ -155,6 +164,7 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
         ids, used = teacher_prompt(tokenizer, turn.user_text, hints[e], max_prompt_tokens,
                                    placement)
         if ids is None:
+            out.neutral.append(b)
             continue
         out.hints_truncated += used != hints[e]
         out.rows.append(b)
@@ -164,15 +174,19 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
 
 
 def scatter_teacher_logp(old_logp: torch.Tensor, rows: list[int], logps: list[torch.Tensor],
+                         neutral: list[int] = (),
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """old_logp [B, L], T teacher rows (row index ``rows[k]``, log-probs ``logps[k]``
     [len_k]) -> (teacher_logp [B, L] fp32 CPU, has_teacher [B] bool). Rows without a
-    teacher keep the student's values (finite; never read as a teacher)."""
+    teacher keep the student's values (finite; never read as a teacher); ``neutral`` rows
+    (TeacherRows.neutral) have a teacher whose log-probs are the student's."""
     if len(rows) != len(logps):
         raise ValueError(f"logps: one tensor per teacher row expected ({len(rows)}), got {len(logps)}")
     teacher_logp = old_logp.clone()
     has_teacher = torch.zeros(old_logp.shape[0], dtype=torch.bool)
     for b, lp in zip(rows, logps):
         teacher_logp[b, :lp.numel()] = lp.float().cpu()
+        has_teacher[b] = True
+    for b in neutral:
         has_teacher[b] = True
     return teacher_logp, has_teacher

@@ -31,7 +31,7 @@ from .batch import StepBatch, pad_rows
 from .checkpoint import checkpoint_dir, latest_checkpoint, load_state, restore_optimizer, save_checkpoint
 from .config import Config, check_resume, load_settings, save_config
 from .credit import credit_record, write_credit
-from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
+from .credit_quality import make_labeller, save_batch, step_credit_quality
 from .envs import env_prompts, make_suite
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, episode_advantages
@@ -179,19 +179,19 @@ class Trainer:
         return rec
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
-        """Planner labels of the step's actions and the method's credit AUC into ``rec``
-        (credit_quality.py, docs/credit_quality.md); returns the labels [N][turns]."""
+        """The environment's labels of the step's actions (ALFWorld: the planner; corridor:
+        its decisive turns) and the method's credit AUC into ``rec`` (credit_quality.py,
+        docs/credit_quality.md); returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:
-            self.labeller = PlanLabeller()
+            self.labeller = make_labeller(self.cfg.env["name"])
         before = dict(self.labeller.stats)
-        labels = label_episodes(batch.episodes, self.labeller)
+        labels = self.labeller.label_episodes(batch.episodes)
         rec.update(step_credit_quality(batch, credit.advantages, labels, seed=seed))
         st = self.labeller.stats
-        rec.update({"credit_quality/planner_calls": st["planner_calls"] - before["planner_calls"],
-                    "credit_quality/cache_hits": st["cache_hits"] - before["cache_hits"],
-                    "credit_quality/mismatches": st["mismatches"] - before["mismatches"],
-                    "time/credit_quality": time.perf_counter() - t})
+        rec.update({f"credit_quality/{k}": st[k] - before.get(k, 0)
+                    for k in ("planner_calls", "cache_hits", "mismatches") if k in st})
+        rec["time/credit_quality"] = time.perf_counter() - t
         return labels
 
     def rollout(self, tasks: list) -> list:
@@ -233,12 +233,13 @@ class Trainer:
             batch.old_entropy = pad_rows(ents[:B], batch.width)              # [B, L]
         batch.old_logp = pad_rows(logps[:B], batch.width)                  # [B, L]
         batch.teacher_logp, batch.has_teacher = scatter_teacher_logp(
-            batch.old_logp, teachers.rows, logps[B:])                       # [B, L], [B]
+            batch.old_logp, teachers.rows, logps[B:], teachers.neutral)     # [B, L], [B]
         if self.ref_model is not None and B:
             batch.ref_logp = pad_rows(self._logprobs(self.ref_model, seqs[:B], counts[:B],
                                                      ScoreStats()), batch.width)
         batch.meta.update({"sharpo/teacher_rows": len(teachers.rows),
                            "sharpo/hints_truncated": int(teachers.hints_truncated),
+                           "sharpo/hints_not_fitting": len(teachers.neutral),
                            "scoring/tokens_through_model": stats.tokens_through_model,
                            "scoring/tokens_unshared": sum(len(s) for s in seqs)})
 
@@ -291,7 +292,8 @@ class Trainer:
                     "sharpo/teacher_coverage":
                         sum(t is not None for t in batch.teacher_of) / max(len(episodes), 1),
                     "sharpo/teacher_rows": batch.meta["sharpo/teacher_rows"],
-                    "sharpo/hints_truncated": batch.meta["sharpo/hints_truncated"]})
+                    "sharpo/hints_truncated": batch.meta["sharpo/hints_truncated"],
+                    "sharpo/hints_not_fitting": batch.meta.get("sharpo/hints_not_fitting", 0)})
         rec.update(credit.stats)
         if "aux_loss" in upd:                     # methods with a loss term (SDAR)
             rec["aux_loss"] = upd["aux_loss"]

@@ -15,6 +15,7 @@ ENV_FACTORIES: dict[str, str] = {
     "synthetic": "sharpo_train.envs.synthetic:make_suite",   # loop tests only, not a benchmark
     "webshop": "sharpo_train.envs.webshop:make_suite",
     "signs": "sharpo_train.envs.synthetic:make_signs_suite",  # learning-direction test only
+    "corridor": "sharpo_train.envs.corridor:make_suite",       # credit-assignment testbed
 }
 
 

@@ -298,7 +298,20 @@ ENV_RECIPES: dict[str, EnvRecipe] = {
         heldout=lambda path, s, cfg: webshop_heldout(cfg),
         eval_dir=lambda path: None,
         real_eval=lambda s: (None, [])),
+    "corridor": EnvRecipe(
+        tasks_phase="tasks", tasks_path="tasks.json",
+        prepare=lambda path, s, cfg: _corridor().prepare(path, s, cfg),
+        demos=lambda path, out, s, cfg: _corridor().demos(path, out, s, cfg),
+        env_keys=lambda path, s: _corridor().env_keys(path, s),
+        heldout=lambda path, s, cfg: _corridor().heldout(path, s, cfg),
+        eval_dir=lambda path: None,
+        real_eval=lambda s: (None, [])),
 }
+
+
+def _corridor():
+    from ..envs.corridor import recipe
+    return recipe
 
 
 def latest_policy(run_dir: Path) -> Path:

@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..config import (ConfigError, OverrideText, apply_overrides, load_config, parse_overrides,
                       validate_settings)
-from ..settings import CompareConfig, DemoConfig, parse_method
+from ..settings import CompareConfig, DemoConfig, parse_method, split_method
 from ..sft import SFTConfig, parse_sft_overrides
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +79,11 @@ QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=
 # test goals (eval.num_tasks).
 # WebShop keeps 18 held-out goals (its pages make an evaluation episode ~10x an ALFWorld one)
 # and the trainer's evaluation at the end only.
+def _corridor_defaults() -> dict[str, list[str]]:
+    from ..envs.corridor.recipe import DEFAULTS
+    return DEFAULTS
+
+
 ENV_DEFAULTS: dict[str, dict[str, list[str]]] = {
     "alfworld": {},
     "webshop": {"demo": ["eval_games=18"],
@@ -86,6 +91,7 @@ ENV_DEFAULTS: dict[str, dict[str, list[str]]] = {
                 "train": ["eval.num_tasks={eval_games}", "eval.before_train=false",
                           "eval.train_tasks=0"],
                 "quick_sft": ["max_steps=12", "max_length=768", "batch_size=4"]},
+    "corridor": _corridor_defaults(),
 }
 
 
@@ -133,25 +139,45 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     out = []
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value))
+        out.append(method_run(name, value, split_method(item)[1]))
     return out
 
 
-def method_run(name: str, value: float | None) -> tuple[str, str, list[str]]:
+def method_run(name: str, value: float | None, extras: list[str] = ()
+               ) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (settings.parse_method)."""
+    estimator's knob (settings.parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: settings.split_method), named in its label
+    and its run folder's name."""
     from sharpo_train.estimators import ESTIMATORS
     if name == "grpo":
-        return "GRPO", "grpo", ["method=grpo"]
-    if name == "sharpo":
-        return (f"SHARPO (λ={value:g})", f"sharpo-lam{value:g}",
-                ["method=sharpo", f"estimator.lam={value!r}"])
-    label = {"gigpo": "GiGPO"}.get(name, name.upper())
-    if value is None:
-        return label, name, [f"method={name}"]
-    knob = ESTIMATORS[name].knob
-    return (f"{label} ({knob}={value:g})", f"{name}-{value:g}",
-            [f"method={name}", f"estimator.{knob}={value!r}"])
+        label, slug, over = "GRPO", "grpo", ["method=grpo"]
+    elif name == "sharpo":
+        label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
+        over = ["method=sharpo", f"estimator.lam={value!r}"]
+    else:
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        if value is None:
+            label, slug, over = label, name, [f"method={name}"]
+        else:
+            knob = ESTIMATORS[name].knob
+            label, slug = f"{label} ({knob}={value:g}", f"{name}-{value:g}"
+            over = [f"method={name}", f"estimator.{knob}={value!r}"]
+    shown = []
+    for x in extras:
+        key, _, raw = x.partition("=")
+        short = key.strip().rsplit(".", 1)[-1]
+        try:
+            raw = f"{float(raw):g}"
+        except ValueError:
+            raw = raw.strip()
+        shown.append(f"{short}={raw}")
+        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
+    if "(" in label:
+        label = label + "".join(f", {x}" for x in shown) + ")"
+    elif shown:
+        label = f"{label} ({', '.join(shown)})"
+    return label, slug, over + list(extras)
 
 
 @dataclass

@@ -31,6 +31,13 @@ ENV_REPORTS = {
         lambda s, n: (f"WebShop test goals ({n} goals: a category-balanced sample of the test "
                       f"split, goals 0-499; never trained on; up to {s.game_max_steps} steps)"),
         lambda s: f"the first {s.train_games} goals of WebShop's train split", True),
+    "corridor": EnvReport(
+        "Corridor", ["corridor"], "task family",
+        lambda s, n: (f"Held-out corridor tasks ({n} tasks, drawn from seed {s.seed + 1}, "
+                      f"none with a training task's layout; sampled at the rollout "
+                      f"temperature)"),
+        lambda s: (f"random-agent episodes of the {s.train_games} training tasks (format "
+                   f"and hint reading only: docs/corridor.md)"), False),
 }
 
 
