@@ -117,7 +117,8 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     else the episode's own trajectory as a successful attempt (ALFWorld's layout), which
     needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld
     demos`); episodes with neither are skipped. Records are grouped into episodes by
-    ``episode`` when present, else by ``task_id``."""
+    ``episode`` when present, else by ``task_id``; a record with ``hint_informative``
+    false (a turn the hint says nothing about) gets no hinted copy."""
     from .envs.alfworld.prompts import render_hint
     from .teacher import teacher_text
 
@@ -142,6 +143,8 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
             hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
                                max_observation_chars=max_observation_chars)
         for r in recs:
+            if r.get("hint_informative") is False:     # e.g. a corridor turn without a lamp
+                continue
             user, reply = r["messages"][0], r["messages"][-1]
             out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement)},
                         dict(reply)])

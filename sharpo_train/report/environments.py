@@ -18,6 +18,9 @@ class EnvReport:
     heldout: Callable             # (s, n episodes) -> heading of the held-out table
     warm_data: Callable           # s -> where the expert demonstrations came from
     scored: bool                  # eval results carry "score" (mean task score)
+    decoding: str = "greedy"      # how the held-out evaluation decodes (the recipe's setting)
+    task_word: str = "game"       # what one held-out episode plays
+    demo_word: str = "expert"     # who played the warm start's demonstrations
 
 
 ENV_REPORTS = {
@@ -34,10 +37,11 @@ ENV_REPORTS = {
     "corridor": EnvReport(
         "Corridor", ["corridor"], "task family",
         lambda s, n: (f"Held-out corridor tasks ({n} tasks, drawn from seed {s.seed + 1}, "
-                      f"none with a training task's layout; sampled at the rollout "
-                      f"temperature)"),
-        lambda s: (f"random-agent episodes of the {s.train_games} training tasks (format "
-                   f"and hint reading only: docs/corridor.md)"), False),
+                      f"none with a training task's layout)"),
+        lambda s: (f"the {s.train_games} training tasks (format and hint reading only: "
+                   f"docs/corridor.md)"), False,
+        decoding="sampled at temperature 1 (eval.temperature)", task_word="task",
+        demo_word="random-agent"),
 }
 
 

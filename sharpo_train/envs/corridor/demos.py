@@ -12,8 +12,10 @@ all of them) or "random" (a format-only warm start: the reply format and the pro
 the lamp code; every episode is written). ``hint`` is a *peer's* trajectory in the
 teacher's layout (prompts.render_hint): another episode of the same task that took the same
 door at every lamp and its own random doors elsewhere, so that an SFT run with
-``sft.hint_fraction`` learns what a teacher needs: at a lamp, the hint's door of that turn;
-elsewhere the hint says nothing (sft.hinted_demos uses ``hint`` when a record has one).
+``sft.hint_fraction`` learns what a teacher needs: at a lamp, the hint's door of that turn
+(sft.hinted_demos uses ``hint`` when a record has one). ``hint_informative`` is true at the
+lamp turns only: the hint says nothing about the others (the peer's door there is its
+own random one), so they get no hinted copy and every hinted example teaches the reading.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Sequence
 
 from ..base import Task
 from ..demo_files import check_out_path, write_records
-from .engine import TASK_TEXT
+from .engine import TASK_TEXT, task_spec
 from .agents import check_agent, lamp_doors, play_episode
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_hint, render_turn_prompt, \
     turn_think
@@ -44,6 +46,7 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
     if agent == "expert" and not ep.won:
         return []
     peer = play_episode(task, "random", rng, fixed=lamp_doors(ep))
+    spec = task_spec(task)
     hint = render_hint([(t.action, t.observation_after) for t in peer.turns])
     history: list[tuple[str, str]] = []
     out = []
@@ -55,6 +58,7 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
                     "num_steps": len(ep.turns), "won": ep.won, "expert": agent,
                     "action": t.action, "observation_after": t.observation_after,
                     "admissible": t.admissible, "hint": hint,
+                    "hint_informative": str(k + 1) in spec["decisive"],
                     "messages": [{"role": "user", "content": prompt},
                                  {"role": "assistant",
                                   "content": format_response(turn_think(t.observation),
