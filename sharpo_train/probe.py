@@ -180,14 +180,15 @@ class CorridorProbe:
 
 def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: int = 0,
                    placement: str = "after_observation", max_prompt_tokens: int = 4096,
-                   temperature: float = 1.0) -> CorridorProbe:
+                   temperature: float = 1.0, scope: str = "trajectory") -> CorridorProbe:
     """For each task: a student episode (random doors) and a successful peer (the expert:
     the right door at every lamp, random doors elsewhere) whose trajectory is the hint
     (corridor prompts.render_hint, placed as the trainer places it: teacher.teacher_prompt).
     At every turn of the student episode, the reply ``<think>..</think><action>door</action>``
     is scored for every door with and without the hint, exactly as the trainer scores
     teacher and student (scoring.tree_logprobs at ``temperature``); gap = mean over the
-    action-span tokens of teacher - student log-prob (docs/method.md §3)."""
+    action-span tokens of teacher - student log-prob (docs/method.md §3). ``scope``: the
+    hint as teacher.hint_scope makes it (to_turn: the peer's turns up to this one)."""
     import math
 
     from .envs.corridor.agents import play_episode
@@ -205,9 +206,10 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
         spec = task_spec(task)
         student = play_episode(task, "random", rng)
         peer = play_episode(task, "expert", rng)
-        hint = render_hint([(t.action, t.observation_after) for t in peer.turns])
+        steps = [(t.action, t.observation_after) for t in peer.turns]
         seqs, counts, jobs, history = [], [], [], []
         for k, t in enumerate(student.turns):
+            hint = render_hint(steps[:k + 1] if scope == "to_turn" else steps)
             prompt = render_turn_prompt(TASK_TEXT, history, t.observation, t.admissible,
                                         history_length)
             history.append((t.observation, t.action))

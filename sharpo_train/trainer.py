@@ -43,7 +43,8 @@ from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
-from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
+from .teacher import (assign_teachers, render_hints, scatter_teacher_logp, teacher_rows,
+                      turn_hints)
 from .update import update_policy
 
 
@@ -216,10 +217,13 @@ class Trainer:
                             if self.estimator.needs_teacher else [None] * n)
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
                                    cfg.teacher.hint_max_observation_chars)
+        row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of,
+                               cfg.teacher.hint_max_observation_chars)
+                    if cfg.teacher.hint_scope == "to_turn" else None)
         teachers = teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                                 max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                                 skip_zero_advantage=cfg.teacher.skip_zero_advantage,
-                                placement=cfg.teacher.hint_placement)
+                                placement=cfg.teacher.hint_placement, row_hint=row_hint)
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
         stats = ScoreStats()

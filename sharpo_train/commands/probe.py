@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                    help="where the hint goes (as the trainer's teacher.hint_placement; "
                         "default: alfworld after_task; corridor the --run's, else "
                         "after_observation)")
+    p.add_argument("--hint-scope", default=None, choices=["trajectory", "to_turn"],
+                   help="corridor: the hint as teacher.hint_scope makes it (default: the "
+                        "--run's, else trajectory)")
     p.add_argument("--env", default=None, choices=["alfworld", "corridor"],
                    help="environment to probe (default: the --run's env.name, else alfworld)")
     p.add_argument("--tasks", type=int, default=50,
@@ -91,6 +94,8 @@ def run(args) -> int:
     if args.hint_placement is None:
         args.hint_placement = (cfg.teacher.hint_placement if corridor_run
                                else "after_observation" if env == "corridor" else "after_task")
+    if args.hint_scope is None:
+        args.hint_scope = cfg.teacher.hint_scope if corridor_run else "trajectory"
     if env == "corridor":
         return run_corridor(args, dict(cfg.env) if cfg is not None and
                             cfg.env.get("name") == "corridor" else {"name": "corridor"})
@@ -162,8 +167,9 @@ def run_corridor(args, env_config: dict) -> int:
         print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
         return 2
     s = probe_corridor(model, tok, tasks, history_length=args.history_length, seed=args.seed,
-                       placement=args.hint_placement).summary()
-    s.update({"model": model_dir, "env": env_config, "placement": args.hint_placement})
+                       placement=args.hint_placement, scope=args.hint_scope).summary()
+    s.update({"model": model_dir, "env": env_config, "placement": args.hint_placement,
+              "scope": args.hint_scope})
     print(corridor_probe_text(s, model_dir))
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=1))

@@ -38,10 +38,10 @@ ENV_REPORTS = {
         "Corridor", ["corridor"], "task family",
         lambda s, n: (f"Held-out corridor tasks ({n} tasks, drawn from seed {s.seed + 1}, "
                       f"none with a training task's layout)"),
-        lambda s: (f"the {s.train_games} training tasks (format and hint reading only: "
-                   f"docs/corridor.md)"), False,
+        lambda s: (f"the {s.train_games} training tasks, one of each per task, and a "
+                   f"hinted copy of every lamp turn (docs/corridor.md)"), False,
         decoding="sampled at temperature 1 (eval.temperature)", task_word="task",
-        demo_word="random-agent"),
+        demo_word="expert and random-agent"),
 }
 
 

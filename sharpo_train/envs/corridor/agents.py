@@ -17,7 +17,7 @@ AGENTS = ("expert", "random")
 
 
 def check_agent(agent: str) -> str:
-    if agent not in AGENTS:
+    if not isinstance(agent, str) or agent not in AGENTS:
         raise ValueError(f"agent: expected one of {list(AGENTS)}, got {agent!r}")
     return agent
 

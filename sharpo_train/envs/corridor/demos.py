@@ -8,8 +8,8 @@ layout of `sharpo alfworld demos`, docs/training.md), one record per turn::
                   {"role": "assistant", "content": "<think>a red lamp</think><action>left</action>"}]}
 
 ``agent``: "expert" (the right door at every lamp; only won episodes are written, which is
-all of them) or "random" (a format-only warm start: the reply format and the prompts, not
-the lamp code; every episode is written). ``hint`` is a *peer's* trajectory in the
+all of them), "random" (a format-only warm start: the reply format and the prompts, not
+the lamp code; every episode is written) or "mixed" (one of each per task). ``hint`` is a *peer's* trajectory in the
 teacher's layout (prompts.render_hint): another episode of the same task that took the same
 door at every lamp and its own random doors elsewhere, so that an SFT run with
 ``sft.hint_fraction`` learns what a teacher needs: at a lamp, the hint's door of that turn
@@ -47,7 +47,8 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
         return []
     peer = play_episode(task, "random", rng, fixed=lamp_doors(ep))
     spec = task_spec(task)
-    hint = render_hint([(t.action, t.observation_after) for t in peer.turns])
+    steps = [(t.action, t.observation_after) for t in peer.turns]
+    hint = render_hint(steps)
     history: list[tuple[str, str]] = []
     out = []
     for k, t in enumerate(ep.turns):
@@ -58,6 +59,7 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
                     "num_steps": len(ep.turns), "won": ep.won, "expert": agent,
                     "action": t.action, "observation_after": t.observation_after,
                     "admissible": t.admissible, "hint": hint,
+                    "hint_to_turn": render_hint(steps[:k + 1]),
                     "hint_informative": str(k + 1) in spec["decisive"],
                     "messages": [{"role": "user", "content": prompt},
                                  {"role": "assistant",
@@ -70,8 +72,10 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
 def write_demos(out_path: str, tasks: Sequence[Task], *, agent: str = "expert",
                 passes: int = 1, seed: int = 0,
                 history_length: int = DEFAULT_HISTORY_LENGTH) -> DemoStats:
-    """``passes`` episodes of ``agent`` on each task, written to ``out_path`` (JSONL)."""
-    check_agent(agent)
+    """``passes`` episodes of ``agent`` on each task, written to ``out_path`` (JSONL);
+    ``agent="mixed"``: one expert and one random episode of each task per pass (a warm
+    start that takes the right door at a lamp about 3/4 of the time)."""
+    agents = ["expert", "random"] if agent == "mixed" else [check_agent(agent)]
     if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
         raise ValueError(f"passes: expected an int >= 1, got {passes!r}")
     check_out_path(out_path)
@@ -79,9 +83,10 @@ def write_demos(out_path: str, tasks: Sequence[Task], *, agent: str = "expert",
     with open(out_path, "w", encoding="utf-8") as f:
         for p in range(passes):
             for task in tasks:
-                records = demo_records(task, agent, rng, episode=f"{task.id}/{p}",
-                                       history_length=history_length)
-                stats.episodes += 1
-                stats.won += bool(records and records[0]["won"])
-                stats.turns += write_records(f, records)
+                for who in agents:
+                    records = demo_records(task, who, rng, episode=f"{task.id}/{p}/{who}",
+                                           history_length=history_length)
+                    stats.episodes += 1
+                    stats.won += bool(records and records[0]["won"])
+                    stats.turns += write_records(f, records)
     return stats

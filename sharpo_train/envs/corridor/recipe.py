@@ -3,18 +3,22 @@ env=corridor; sharpo_train/recipes/phases.py): the tasks phase, the warm start's
 demonstrations, the trainer's env.* keys and the held-out tasks. ``cfg`` is an RL run's
 trainer config (its env.* hold the corridor settings), ``s`` the DemoConfig.
 
-The warm start is *format-only*: the demonstrations are random-agent episodes (the reply
-format and the prompts, never the lamp code), each with a peer's hint that agrees at every
-lamp (demos.py), so that the SFT run (``sft.hint_fraction``) learns to read a hint but not
-the task. Its policy wins about 1/8 of its episodes; RL has to learn the code from the
-reward, and how fast it does depends on where the credit goes (docs/corridor.md).
+The warm start is a *half-competent* one: the demonstrations are one expert and one
+random-agent episode of every training task (demos.py, agent "mixed"), each with a peer's
+hint that agrees at every lamp, so that the SFT run learns the reply format, to take the
+lamp's door about 3/4 of the time, and (``sft.hint_fraction``: a hinted copy of every lamp
+turn) to read the door off a hint. RL has to make the lamp moves reliable from the reward
+alone, and how fast it does depends on where the credit goes (docs/corridor.md). (A
+format-only warm start, random demonstrations only, was tried first: its policy's door did
+not depend on the lamp, and GRPO at lr 5e-4 drove it to a constant door, which wins no
+task since the lamps of a task have distinct colours; benchmarks/RESULTS.md, "Corridor".)
 """
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
 
-DEMO_AGENT = "random"
+DEMO_AGENT = "mixed"
 
 
 def env_keys(path: Path, s) -> list[str]:
@@ -38,7 +42,8 @@ def prepare(path: Path, s, cfg) -> dict:
 
 
 def demos(path: Path, demos_path: Path, s, cfg) -> dict:
-    """Random-agent demonstrations of every training task, each with its peer hint."""
+    """One expert and one random-agent episode of every training task, each with its peer
+    hint (demos.write_demos, agent ``DEMO_AGENT``)."""
     from . import make_suite
     from .demos import write_demos
     tmp = demos_path.with_suffix(".jsonl.tmp")
@@ -56,17 +61,19 @@ def heldout(path: Path, s, cfg) -> list:
 # `sharpo demo|compare env=corridor` defaults (recipes/settings.py ENV_DEFAULTS), sized so
 # that a 5-seed compare of 5 methods fits about an hour on a 2-core CPU (docs/corridor.md).
 DEFAULTS = {
-    "demo": ["train_games=500", "eval_games=100"],
-    "sft": ["max_steps=700", "batch_size=16", "lr=3e-3", "hint_fraction=1.0",
-            "hint_placement=after_observation", "prompt_loss_weight=0.1", "max_length=512",
-            "model.hidden_size=64", "model.num_layers=2", "model.intermediate_size=256"],
-    "train": ["total_steps=16", "rollout.tasks_per_step=4", "rollout.group_size=8",
+    "demo": ["train_games=500", "eval_games=48"],
+    "sft": ["max_steps=350", "batch_size=16", "lr=3e-3", "hint_fraction=1.0",
+            "hint_placement=after_observation", "hint_scope=to_turn", "prompt_loss_weight=0",
+            "max_length=1024", "model.hidden_size=64", "model.num_layers=2",
+            "model.intermediate_size=256"],
+    "train": ["total_steps=10", "rollout.tasks_per_step=3", "rollout.group_size=8",
               "rollout.max_turns=100", "rollout.max_new_tokens=24",
-              "rollout.history_length=0", "optim.lr=1e-3",
-              "teacher.hint_placement=after_observation",
+              "rollout.history_length=0", "optim.lr=5e-4", "optim.shared_prefix_update=true",
+              "optim.micro_batch_size=64",
+              "teacher.hint_placement=after_observation", "teacher.hint_scope=to_turn",
               "eval.every=0", "eval.num_tasks={eval_games}", "eval.temperature=1.0",
               "eval.before_train=false", "eval.train_tasks=0", "checkpoint.every=0",
-              "log.credit_every=0", "log.credit_quality=true"],
+              "log.credit_every=0", "log.credit_quality=true", "log.progress=false"],
     "quick_sft": ["max_steps=12", "batch_size=8"],
     "quick_train": ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=4",
                     "eval.num_tasks=4"],
