@@ -154,13 +154,16 @@ def probe_teacher(model, tokenizer, tasks, *, history_length: int = 2, seed: int
 @dataclass
 class CorridorProbe:
     """Teacher-student gaps on the corridor's action tokens (``probe_corridor``), in nats
-    per token (mean over the action span): at lamp turns for the door the hint supports
+    per token (mean over the action span; ``*_sum``: summed over it, i.e. the whole
+    action's log-probability ratio): at lamp turns for the door the hint supports
     (the peer's, the right one) and for a door it contradicts; at turns without a lamp
     for the hint's door and another (the hint is a peer's arbitrary door there)."""
     supported: list = field(default_factory=list)        # lamp turns, the hint's door
     contradicted: list = field(default_factory=list)     # lamp turns, another door
     plain_agree: list = field(default_factory=list)      # no lamp, the hint's door
     plain_disagree: list = field(default_factory=list)   # no lamp, another door
+    supported_sum: list = field(default_factory=list)    # the same gaps summed over the
+    contradicted_sum: list = field(default_factory=list)  # action span (not averaged)
     student_right: list = field(default_factory=list)    # lamp turns: p_student(right door)
     teacher_right: list = field(default_factory=list)    # lamp turns: p_teacher(right door)
     tasks: int = 0
@@ -168,9 +171,12 @@ class CorridorProbe:
     def summary(self) -> dict:
         sup, con = _mean(self.supported), _mean(self.contradicted)
         agree, dis = _mean(self.plain_agree), _mean(self.plain_disagree)
+        sup_s, con_s = _mean(self.supported_sum), _mean(self.contradicted_sum)
         return {"tasks": self.tasks, "lamp_turns": len(self.supported),
                 "gap_supported": sup, "gap_contradicted": con,
                 "separation": None if sup is None or con is None else sup - con,
+                "gap_sum_supported": sup_s, "gap_sum_contradicted": con_s,
+                "separation_sum": None if sup_s is None or con_s is None else sup_s - con_s,
                 "gap_plain_agree": agree, "gap_plain_disagree": dis,
                 "plain_separation": None if agree is None or dis is None else agree - dis,
                 "auc": auc(self.supported, self.contradicted),
@@ -237,8 +243,10 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
             hint_door = peer.turns[turn - 1].action
             if lamp is not None:
                 (out.supported if door == hint_door else out.contradicted).append(g)
+                span = _action_span(tokenizer, resp)
+                (out.supported_sum if door == hint_door else out.contradicted_sum).append(
+                    g * (span[1] - span[0]))
                 if door == lamp[1]:
-                    span = _action_span(tokenizer, resp)
                     out.teacher_right.append(math.exp(float(lt[span[0]:span[1]].sum())))
                     out.student_right.append(math.exp(float(ls[span[0]:span[1]].sum())))
             else:

@@ -41,21 +41,25 @@ def _fake_logprobs(tok, reads_hint: bool):
     return fake
 
 
-@pytest.mark.parametrize("reads_hint", [True, False])
-def test_probe_separates_supported_from_contradicted_doors(monkeypatch, reads_hint):
+@pytest.mark.parametrize("reads_hint,scope", [(True, "trajectory"), (True, "to_turn"),
+                                              (False, "trajectory")])
+def test_probe_separates_supported_from_contradicted_doors(monkeypatch, reads_hint, scope):
     tok = build_tokenizer()
     monkeypatch.setattr(scoring, "tree_logprobs", _fake_logprobs(tok, reads_hint))
     tasks = make_suite({"name": "corridor", "num_eval": 4}).eval_tasks
-    s = probe_corridor(torch.nn.Identity(), tok, tasks, seed=0).summary()
+    s = probe_corridor(torch.nn.Identity(), tok, tasks, seed=0, scope=scope).summary()
     assert s["tasks"] == 4 and s["lamp_turns"] == 12
     if reads_hint:
         assert s["gap_supported"] == pytest.approx(0.6, abs=1e-5)
         assert s["gap_contradicted"] == pytest.approx(-2.3, abs=1e-5)
         assert s["separation"] == pytest.approx(2.9, abs=1e-5) and s["auc"] == 1.0
+        # summed over the action span (8-9 tokens: "action>", the door's pieces, the tag)
+        assert 8 * 2.9 - 1e-4 <= s["separation_sum"] <= 9 * 2.9 + 1e-4
         # the peer is the expert: the hint's door at a lamp is the right one
         assert s["teacher_p_right"] > s["student_p_right"]
     else:
         assert s["separation"] == pytest.approx(0.0, abs=1e-6) and s["auc"] == 0.5
+        assert s["separation_sum"] == pytest.approx(0.0, abs=1e-5)
         assert s["plain_separation"] == pytest.approx(0.0, abs=1e-6)
 
 
@@ -72,6 +76,22 @@ def test_hinted_copies_use_the_peer_hint_at_lamp_turns_only(tmp_path):
         assert msgs[1]["content"].endswith(f"<action>{r['action']}</action>")
         assert f"turn {r['step'] + 1}: " in r["hint"] and \
             f"-> {r['action']}" in r["hint"].splitlines()[r["step"] + 1]
+
+
+def test_to_turn_hints_end_at_the_turn_being_answered(tmp_path):
+    tasks = make_suite({"name": "corridor", "num_train": 3}).train_tasks
+    write_demos(str(tmp_path / "d.jsonl"), tasks, agent="expert", seed=0)
+    recs = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0, placement="after_observation",
+                       scope="to_turn")
+    lamp = sorted((r for r in recs if r["hint_informative"]),
+                  key=lambda r: (r["episode"], r["step"]))
+    assert len(out) == len(lamp) == 9
+    for msgs, r in zip(out, lamp):
+        hint = r["hint_to_turn"]
+        assert hint.splitlines()[1:] == r["hint"].splitlines()[1:r["step"] + 2]
+        assert hint.splitlines()[-1].endswith(f"-> {r['action']}")
+        assert msgs[0]["content"].endswith("\n\n" + hint)
 
 
 def test_cli_probe_on_a_checkpoint(tmp_path, capsys):

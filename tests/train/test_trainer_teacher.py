@@ -306,3 +306,34 @@ def test_a_row_whose_hint_does_not_fit_keeps_the_trajectorys_equal_total():
     former[3] = False                                      # the row without a teacher
     got_former, _ = total(former)
     assert abs(got_former - count) > 0.5
+
+
+def test_to_turn_scope_gives_each_row_the_peer_up_to_its_turn():
+    """teacher.hint_scope=to_turn: row (e, t) is taught with the peer's first t + 1 turns."""
+    import torch
+    from sharpo_train.batch import StepBatch
+    from sharpo_train.envs.corridor import prompts as corridor_prompts
+    from sharpo_train.teacher import render_peer_hint, turn_hints
+    tok = build_tokenizer()
+    eps = episodes([[True, False]])
+    for ep in eps:
+        for t in range(3):
+            user = f"Your task is to: go. Turn {t + 1}."
+            resp = tok(f"<action>{['left', 'right'][(t + ep.index) % 2]}</action>",
+                       add_special_tokens=False)["input_ids"]
+            ep.turns.append(Turn(user, chat_prompt_ids(tok, user), resp, "",
+                                 ["left", "right"][(t + ep.index) % 2], f"Turn {t + 2} of 3."))
+    batch = StepBatch.from_episodes(eps)
+    teacher_of = [None, 0]
+    hint = turn_hints(corridor_prompts, eps, teacher_of)
+    assert hint(0, 1) is None
+    assert hint(1, 1) == render_peer_hint(corridor_prompts, eps[0], upto=2)
+    assert hint(1, 1).splitlines()[1:] == ["turn 1: left", "turn 2: right"]
+    full = [None, render_peer_hint(corridor_prompts, eps[0])]
+    out = teacher_rows(tok, batch, full, torch.tensor([1.0, -1.0]), max_prompt_tokens=10_000,
+                       placement="after_observation", row_hint=hint)
+    assert out.rows == [3, 4, 5]
+    for k, b in enumerate(out.rows):
+        want, _ = teacher_prompt(tok, eps[1].turns[k].user_text, hint(1, k), 10_000,
+                                 "after_observation")
+        assert out.sequences[k] == want + batch.response_ids[b]

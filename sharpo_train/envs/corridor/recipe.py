@@ -66,7 +66,7 @@ DEFAULTS = {
             "hint_placement=after_observation", "hint_scope=to_turn", "prompt_loss_weight=0",
             "max_length=1024", "model.hidden_size=64", "model.num_layers=2",
             "model.intermediate_size=256"],
-    "train": ["total_steps=10", "rollout.tasks_per_step=3", "rollout.group_size=8",
+    "train": ["total_steps=20", "rollout.tasks_per_step=3", "rollout.group_size=8",
               "rollout.max_turns=100", "rollout.max_new_tokens=24",
               "rollout.history_length=0", "optim.lr=5e-4", "optim.shared_prefix_update=true",
               "optim.micro_batch_size=64",
