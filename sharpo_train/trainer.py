@@ -41,6 +41,7 @@ from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
+from .run_dir import check_run_dir, mark_run_dir
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
 from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
@@ -89,10 +90,12 @@ class Trainer:
         self.cfg = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
+        check_run_dir(self.run_dir)       # no system folder, no foreign folder (run_dir.py)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
         try:
+            mark_run_dir(self.run_dir)    # RUN/.sharpo-run, before any other file of the run
             self._setup()
         except BaseException:
             self.lock.release()
