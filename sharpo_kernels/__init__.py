@@ -11,10 +11,10 @@ Layout, one folder per op:
 """
 from ._backend import available_backends
 from .segment_advantage import (SHARPO_DEFAULTS, SegmentAdvantage, SharpoCoefficients,
-                                segment_advantage)
+                                effective_coefficient, segment_advantage)
 
 from .logprobs import linear_logprobs, token_logprobs
 
 __all__ = ["segment_advantage", "SegmentAdvantage", "SHARPO_DEFAULTS", "SharpoCoefficients",
-           "available_backends",
+           "effective_coefficient", "available_backends",
            "token_logprobs", "linear_logprobs"]
