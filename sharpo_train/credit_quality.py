@@ -324,8 +324,9 @@ def save_batch(run_dir, step: int, batch, *, method: str, labels=None) -> Path:
     .json (step, method, episodes, teacher_of, hints, meta, labels or null)."""
     from safetensors.torch import save_file
     from .io import atomic_write_json
+    from .run_files import run_subdir
+    run_subdir(run_dir, "batches")                       # a symbolic link is refused
     tpath, jpath = batch_paths(run_dir, step)
-    tpath.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f.name: getattr(batch, f.name).detach().cpu().contiguous()
                for f in dataclasses.fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)}
     tmp = tpath.with_suffix(".safetensors.tmp")
@@ -349,7 +350,8 @@ def load_batch(path) -> tuple[object, dict]:
     if not tpath.is_file() or not jpath.is_file():
         raise FileNotFoundError(f"{p.with_suffix('')}: saved batch needs both "
                                 f"{tpath.name} and {jpath.name}")
-    info = json.loads(jpath.read_text(encoding="utf-8"))
+    from .io import loads_json
+    info = loads_json(jpath.read_text(encoding="utf-8"), jpath)
     batch = StepBatch.from_episodes([_episode_from_json(d) for d in info["episodes"]])
     names = {f.name for f in dataclasses.fields(batch)}
     for k, v in load_file(str(tpath)).items():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from .io import atomic_write_json
+from .run_files import run_subdir
 
 
 def _num(x) -> Optional[float]:
@@ -59,6 +60,6 @@ def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenize
 
 
 def write_credit(run_dir: str | Path, record: dict) -> Path:
-    path = Path(run_dir) / "credit" / f"step_{record['step']:05d}.json"
+    path = run_subdir(run_dir, "credit") / f"step_{record['step']:05d}.json"   # never a link
     atomic_write_json(path, record)
     return path

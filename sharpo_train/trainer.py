@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from .batch import StepBatch, pad_rows
-from .checkpoint import checkpoint_dir, latest_checkpoint, load_state, restore_optimizer, save_checkpoint
+from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
+                         restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
 from .credit_record import credit_record, write_credit
 from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
@@ -41,6 +42,7 @@ from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
+from .run_files import refuse_links
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
 from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
@@ -90,6 +92,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
+        refuse_links(self.run_dir)     # nothing of the run is written through a link
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
@@ -108,34 +111,22 @@ class Trainer:
         if cfg.resume and (self.run_dir / "config.yaml").is_file():
             # never rewrite config.yaml with other run-defining values (docs/run_directory.md)
             check_resume(load_settings(Config, self.run_dir / "config.yaml"), cfg)
-        ckpt = latest_checkpoint(self.run_dir) if cfg.resume else None
         self.device = resolve_device(cfg.model.device)
-
-        torch.manual_seed(cfg.seed)
-        self.model, self.tokenizer = build_policy(
-            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from)
-        self.model.to(self.device)
-        if cfg.model.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+        self.step_done = 0
+        found = load_checkpoint(self.run_dir, self._load_checkpoint) if cfg.resume else None
+        if found is None:
+            self._build_model(None)
+            if cfg.resume:
+                truncate_metrics(self.run_dir, 0)     # nothing was checkpointed: start over
+        else:
+            self.step_done = found[1]
+            truncate_metrics(self.run_dir, self.step_done)
         self.ref_model = None
         if cfg.loss.use_kl:   # the frozen initial policy (same seed / same weights)
             torch.manual_seed(cfg.seed)
-            self.ref_model, _ = build_policy(cfg.model, weights_from=cfg.init_from)
+            self.ref_model, _ = build_policy(cfg.model, weights_from=cfg.init_from,
+                                             weights_key="init_from")
             self.ref_model.to(self.device).eval().requires_grad_(False)
-        o = cfg.optim
-        self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
-        warm = o.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.step_done = 0
-        if cfg.resume and ckpt is None:
-            truncate_metrics(self.run_dir, 0)     # nothing was checkpointed: start over
-        if ckpt is not None:
-            state = load_state(ckpt)
-            restore_optimizer(self.optimizer, state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.step_done = int(state["trainer"]["step"])
-            truncate_metrics(self.run_dir, self.step_done)
         save_config(cfg, self.run_dir / "config.yaml")
 
         self.suite = make_suite(cfg.env)
@@ -149,6 +140,38 @@ class Trainer:
             self.pool.close()
             raise
         self.labeller = None          # credit_quality.PlanLabeller, made on first use
+
+    def _build_model(self, ckpt: Path | None) -> None:
+        """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
+        scheduler."""
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.model, self.tokenizer = build_policy(
+            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
+            weights_key=str(ckpt / "policy") if ckpt else "init_from")
+        self.model.to(self.device)
+        if cfg.model.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        o = cfg.optim
+        self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
+        warm = o.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+
+    def _load_checkpoint(self, ckpt: Path) -> int:
+        """Model, optimizer and scheduler from checkpoint ``ckpt``; -> its step.
+        CheckpointError when it does not fit this run (load_checkpoint then tries the
+        next older one)."""
+        state = load_state(ckpt)                      # validated state.json + tensors
+        try:
+            self._build_model(ckpt)
+        except CheckpointError:
+            raise
+        except UsageError as exc:                     # weights of the wrong shape, ...
+            raise CheckpointError(str(exc)) from None
+        restore_optimizer(self.optimizer, state["optimizer"])
+        restore_scheduler(self.scheduler, state["scheduler"])
+        return int(state["trainer"]["step"])
 
     # ------------------------------------------------------------------ one step
     def step(self, step: int) -> dict:
