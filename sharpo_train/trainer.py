@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -74,6 +75,15 @@ def _eval_on_record(run_dir: Path, step: int) -> bool:
                                   for r in read_jsonl(path))
 
 
+def _first_missing(path: Path):
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir(parents=True)``
+    creates), or None when ``path`` exists."""
+    path, missing = path.absolute(), None
+    while not path.exists() and not path.is_symlink():
+        missing, path = path, path.parent
+    return missing
+
+
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919) % (2 ** 31)
 
@@ -92,6 +102,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
         refuse_links(self.run_dir)     # nothing of the run is written through a link
+        created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
@@ -99,6 +110,8 @@ class Trainer:
             self._setup()
         except BaseException:
             self.lock.release()
+            if created is not None:      # a refused new run leaves no half-made directory
+                shutil.rmtree(created, ignore_errors=True)
             raise
 
     def _setup(self) -> None:

@@ -56,7 +56,7 @@ def check_paths_and_device(cfg) -> None:
     """What the config cannot know by itself: the folders it names exist, the device is
     there, ALFWorld games are where env.games_dir says (unless they are to be generated)."""
     from ..errors import UsageError
-    from ..model import NAMED_MODELS, check_weights_dir
+    from ..model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
@@ -68,6 +68,8 @@ def check_paths_and_device(cfg) -> None:
     key = "init_from" if cfg.init_from is not None else "model.path"
     if weights is not None and weights not in NAMED_MODELS:
         check_weights_dir(weights, key)
+    if weights is None:       # the tiny model: its size must fit in the memory free now
+        check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
     if cfg.model.device.startswith("cuda"):
         import torch
         index = int(cfg.model.device.partition(":")[2] or 0)
