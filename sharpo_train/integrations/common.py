@@ -8,7 +8,7 @@
   (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
-- ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL and verl).
+- ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
 """
 from __future__ import annotations
 
@@ -127,8 +127,8 @@ def left_pad(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]
 
 
 def check_sharpo_settings(c) -> None:
-    """ValueError/TypeError naming the field of ``c`` (TRL's SharpoConfig, or verl's
-    ``algorithm.sharpo`` settings as an object) that is out of range: lam in [0, 1], alpha
+    """ValueError/TypeError naming the field of ``c`` (TRL's SharpoConfig, or any object
+    with these attributes) that is out of range: lam in [0, 1], alpha
     in (0, 1), tau > 0, 0 < rho_min <= rho_max, success_threshold (all finite real numbers,
     never a bool), max_hint_tokens an int >= MIN_HINT_TOKENS, hint_template a format string
     using only ``{hint}``. An infinite tau or rho_max or a NaN threshold would silently
