@@ -32,15 +32,15 @@ from .batch import StepBatch, pad_rows
 from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                          restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
-from .credit import credit_record, write_credit
+from .credit_record import credit_record, write_credit
 from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
 from .envs import env_prompts, make_suite
 from .errors import UsageError
-from .estimators import ESTIMATORS, CreditOutput, episode_advantages
+from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
-from .logging_utils import MetricsLogger, truncate_metrics
+from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
 from .run_files import refuse_links
@@ -101,6 +101,9 @@ class Trainer:
         self.cfg = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
+        self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
+        self.report_to = parse_report_to(cfg.log.report_to)
+        check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +250,7 @@ class Trainer:
         reference log-probs when KL is on."""
         cfg, B = self.cfg, len(batch)
         n = batch.num_episodes
-        batch.episode_adv = episode_advantages(batch, cfg.estimator)       # [N]
+        fill_episode_advantages(batch, self.params)                        # [N] A_i
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
                             if self.estimator.needs_teacher else [None] * n)
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
@@ -294,7 +297,7 @@ class Trainer:
         """The estimator named by ``config.method`` on the scored batch; sets
         ``batch.advantages`` [B, L]."""
         if len(batch):
-            out = self.estimator.fn(batch, self.cfg.estimator)
+            out = self.estimator.fn(batch, self.params)
         else:   # every episode ended before its first turn or by an env fault
             out = CreditOutput(torch.zeros(0, batch.width), torch.zeros(0))
         batch.advantages = out.advantages
@@ -390,7 +393,8 @@ class Trainer:
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
-                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress)
+                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress,
+                                   report_to=self.report_to, config=cfg.to_dict())
             if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
                     self.run_dir, 0):
                 self.evaluate(0, logger)
