@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .turn_prompt import TASK_LINE_PREFIX
 
@@ -79,7 +79,7 @@ class EnvSpec:
     settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
     nested_settings: Mapping[str, Schema] = field(default_factory=dict)
                                             # env.<key>.<sub> of mapping-valued keys
-    families: tuple = ()                    # task families, in report table order
+    families: Sequence[str] = ()            # task families, in report table order
     label: str = ""                         # display name in reports ("" -> name)
     family_word: str = "task family"        # what a family is in report text
     task_line_prefix: str = TASK_LINE_PREFIX  # lower-case start of the prompt's task line

@@ -9,7 +9,7 @@ import statistics
 
 from ..envs.registry import DEFAULT_ENV, get_spec
 
-FAMILIES = list(get_spec(DEFAULT_ENV).families)    # default row order (the default env's)
+FAMILIES = get_spec(DEFAULT_ENV).families    # default row order (the default env's)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -37,7 +37,7 @@ def games_overrides(path: str) -> list[str]:
 
 SPEC = EnvSpec(
     name="alfworld", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
-    nested_settings={"generate": GENERATE_SETTINGS}, families=tuple(FAMILIES),
+    nested_settings={"generate": GENERATE_SETTINGS}, families=FAMILIES,
     label="ALFWorld", family_word="task family",
     describe_eval=describe_eval, eval_env=eval_env, check_data=check_data,
     games_overrides=games_overrides,

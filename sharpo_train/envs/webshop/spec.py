@@ -19,6 +19,6 @@ def eval_env(env: dict) -> dict:
 
 SPEC = EnvSpec(
     name="webshop", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
-    families=tuple(FAMILIES), label="WebShop", family_word="product category", scored=True,
+    families=FAMILIES, label="WebShop", family_word="product category", scored=True,
     describe_eval=describe_eval, eval_env=eval_env,
     recipe="sharpo_train.envs.webshop.recipe:RECIPE")
