@@ -219,8 +219,9 @@ def save_batch(run_dir, step: int, batch, *, method: str, labels=None) -> Path:
     .json (step, method, episodes, teacher_of, hints, meta, labels or null)."""
     from safetensors.torch import save_file
     from .io import atomic_write_json
+    from .run_files import run_subdir
+    run_subdir(run_dir, "batches")                       # a symbolic link is refused
     tpath, jpath = batch_paths(run_dir, step)
-    tpath.parent.mkdir(parents=True, exist_ok=True)
     tensors = {f.name: getattr(batch, f.name).detach().cpu().contiguous()
                for f in dataclasses.fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)}
     tmp = tpath.with_suffix(".safetensors.tmp")
@@ -244,7 +245,8 @@ def load_batch(path) -> tuple[object, dict]:
     if not tpath.is_file() or not jpath.is_file():
         raise FileNotFoundError(f"{p.with_suffix('')}: saved batch needs both "
                                 f"{tpath.name} and {jpath.name}")
-    info = json.loads(jpath.read_text(encoding="utf-8"))
+    from .io import loads_json
+    info = loads_json(jpath.read_text(encoding="utf-8"), jpath)
     batch = StepBatch.from_episodes([_episode_from_json(d) for d in info["episodes"]])
     names = {f.name for f in dataclasses.fields(batch)}
     for k, v in load_file(str(tpath)).items():
@@ -261,9 +263,10 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
                   *, labeller=None, env: str = DEFAULT_ENV, n_boot: int = 1000,
                   seed: int = 0) -> dict:
     """Every method (default: every registered estimator) recomputed on the same saved
-    batches and scored: {method: credit_auc result | {"skipped": reason}}. Labels come
-    from the saved files, else from ``labeller`` (default: the ``plan_labels`` hook of
-    environment ``env``'s EnvSpec, created on demand)."""
+    batches (``estimator_cfg``: the run's ``estimator.*``, an EstimatorConfig) and scored:
+    {method: credit_auc result | {"skipped": reason}}. Labels come from the saved files,
+    else from ``labeller`` (default: the ``plan_labels`` hook of environment ``env``'s
+    EnvSpec, created on demand)."""
     from .estimators import ESTIMATORS
     names = list(methods) if methods else sorted(ESTIMATORS)
     for m in names:
@@ -287,7 +290,7 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
                 skipped[m] = "the saved batches hold no teacher log-probs (a run without teachers)"
                 continue
             try:
-                out = est.fn(batch, estimator_cfg)
+                out = est.fn(batch, estimator_cfg.params(m))
             except (ValueError, KeyError, TypeError) as exc:   # needs a field this run lacks
                 skipped[m] = f"{type(exc).__name__}: {exc}"
                 continue

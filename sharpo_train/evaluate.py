@@ -171,7 +171,7 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
         if isinstance(policy, (str, Path)):
             from .model import build_policy
             from .trainer import resolve_device
-            model, tokenizer = build_policy(cfg.model, weights_from=policy)
+            model, tokenizer = build_policy(cfg.model, weights_from=policy, weights_key=str(policy))
             model.to(resolve_device(cfg.model.device)).eval()
         else:
             model, tokenizer = policy

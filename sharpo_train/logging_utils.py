@@ -16,9 +16,15 @@ class MetricsLogger:
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-                self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
             except Exception:   # tensorboard not installed: JSONL only
                 self._tb = None
+            else:
+                from .run_files import run_subdir
+                where = run_subdir(run_dir, "tensorboard")     # a symbolic link is refused
+                try:
+                    self._tb = SummaryWriter(str(where))
+                except Exception:
+                    self._tb = None
         self._bar = None
         if progress:
             from tqdm import tqdm

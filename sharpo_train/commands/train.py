@@ -58,13 +58,18 @@ def check_paths_and_device(cfg) -> None:
     unless they are to be generated)."""
     from ..envs.registry import get_spec
     from ..errors import UsageError
-    from ..model import NAMED_MODELS
+    from ..model import NAMED_MODELS, check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
         if value is not None and not Path(value).is_dir() and \
                 not (key == "model.path" and value in NAMED_MODELS):   # model.py
             raise UsageError(f"{key}: no such directory {value!r}")
+    # weights through safetensors only: a pickle-only directory is refused here, not loaded
+    weights = cfg.init_from if cfg.init_from is not None else cfg.model.path
+    key = "init_from" if cfg.init_from is not None else "model.path"
+    if weights is not None and weights not in NAMED_MODELS:
+        check_weights_dir(weights, key)
     if cfg.model.device.startswith("cuda"):
         import torch
         index = int(cfg.model.device.partition(":")[2] or 0)

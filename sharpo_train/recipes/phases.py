@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..evaluate import episodes_by_family, evaluate_checkpoint
+from ..io import loads_json
 from ..settings import DemoConfig
 from .settings import env_recipe
 
@@ -37,7 +38,8 @@ class PhaseLog:
 
     def __init__(self, out: Path):
         self.path = Path(out) / "pipeline.json"
-        self.state = json.loads(self.path.read_text()) if self.path.is_file() else {"phases": {}}
+        self.state = (loads_json(self.path.read_text(), self.path) if self.path.is_file()
+                      else {"phases": {}})
 
     def done(self, name: str) -> bool:
         return bool(self.state["phases"].get(name, {}).get("done"))
@@ -112,7 +114,7 @@ def final_eval(run_dir: Path, tasks: list) -> dict:
     path = Path(run_dir) / "eval.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the RL run wrote no final evaluation (eval.at_end)")
-    result = json.loads(path.read_text())
+    result = loads_json(path.read_text(), path)
     result["per_family_episodes"] = episodes_by_family(tasks)
     return result
 
