@@ -43,6 +43,7 @@ import yaml
 
 from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from .errors import ConfigError, UsageError
+from .logging_utils import parse_report_to
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yaml"
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
@@ -506,7 +507,12 @@ class LossConfig:
 @dataclass
 class LogConfig:
     credit_every: int = 1                 # write RUN/credit/step_S.json every N steps (0: never)
-    tensorboard: bool = True              # only when tensorboard is importable
+    report_to: str = "none"               # trackers (TRL's report_to): none, or a comma list
+                                          # of tensorboard, wandb, trackio; each must be
+                                          # installed (logging_utils.py)
+    tensorboard: bool = True              # TensorBoard events too when tensorboard is
+                                          # importable (best effort; report_to=tensorboard
+                                          # requires it)
     progress: bool = True
     credit_quality: bool = False          # planner labels + credit AUC per step (ALFWorld
                                           # only; costs planner calls, docs/credit_quality.md)
@@ -515,6 +521,7 @@ class LogConfig:
     def validate(self) -> None:
         in_range(self, "credit_every", 0)
         in_range(self, "save_batches", 0)
+        parse_report_to(self.report_to, "report_to")    # the walker adds "log."
 
 
 @dataclass

@@ -39,7 +39,7 @@ from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
-from .logging_utils import MetricsLogger, truncate_metrics
+from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
 from .run_files import refuse_links
@@ -92,6 +92,8 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
+        self.report_to = parse_report_to(cfg.log.report_to)
+        check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
@@ -379,7 +381,8 @@ class Trainer:
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
-                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress)
+                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress,
+                                   report_to=self.report_to, config=cfg.to_dict())
             if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
                     self.run_dir, 0):
                 self.evaluate(0, logger)
