@@ -54,7 +54,9 @@ def plan(args):
 
 def check_paths_and_device(cfg) -> None:
     """What the config cannot know by itself: the folders it names exist, the device is
-    there, ALFWorld games are where env.games_dir says (unless they are to be generated)."""
+    there, the environment's data is where env.* says (EnvSpec.check_data: ALFWorld's games
+    unless they are to be generated)."""
+    from ..envs.registry import get_spec
     from ..errors import UsageError
     from ..model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
 
@@ -76,10 +78,10 @@ def check_paths_and_device(cfg) -> None:
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
             raise UsageError(f"model.device: {cfg.model.device!r} requested but "
                              f"{'CUDA is not available' if not torch.cuda.is_available() else 'there is no such GPU'}")
-    if cfg.env.get("name") == "alfworld" and not cfg.env.get("generate"):
-        from ..envs.alfworld.games import resolve_release_dir
+    check_data = get_spec(cfg.env["name"]).check_data     # e.g. ALFWorld's games folder
+    if check_data is not None:
         try:
-            resolve_release_dir(cfg.env.get("games_dir"))
+            check_data(cfg.env)
         except (ValueError, FileNotFoundError) as exc:
             raise UsageError(f"env.{exc}") from None
 
