@@ -15,16 +15,20 @@ field may be null; a ``str`` field keeps the text as typed. Free-form mappings (
 get the untyped reading (null, bool, int, float, ``[..]``/``{..}`` YAML, else text).
 Every error is a :class:`ConfigError` whose message starts with the dotted key.
 
+YAML is read by bounded_yaml.py (size, nesting depth and alias expansion bounded), for files
+and for ``[..]``/``{..}`` override values alike.
+
 ``load_config(path_or_None, overrides)`` is the trainer's: ``None`` -> the embedded default
 (``sharpo_train/configs/default.yaml``: a tiny model on CPU, a few minutes). ``env`` is
-free-form: its keys are checked against the environment's known keys (``ENV_KEYS``) here,
+free-form: its keys are checked against the environment's settings schema (its EnvSpec) here,
 before anything is built; setting ``env.name`` to another environment drops the previous
 environment's keys. The settings of `sharpo sft` (``SFTConfig``) live in sft.py, those of
 `sharpo demo` / `sharpo compare` (``DemoConfig``, ``CompareConfig``) in settings.py.
+``estimator.*`` is not declared here: each registered estimator owns its parameters
+dataclass (estimators/registry.py; SHARPO's defaults: ``sharpo_kernels.SHARPO_DEFAULTS``).
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
-``configs/paper_alfworld_*.yaml``; the defaults below follow docs/method.md §4 for the
-estimator and verl/verl-agent's GRPO recipe for the rest.
+``configs/paper_alfworld_*.yaml``; the defaults below follow verl/verl-agent's GRPO recipe.
 """
 from __future__ import annotations
 
@@ -40,12 +44,16 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from .bounded_yaml import load_yaml_file, load_yaml_text
+from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from .errors import ConfigError, UsageError
+from .logging_utils import parse_report_to
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yaml"
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
 
 __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_overrides", "parse_override",
+           "split_override", "override_key",
            "apply_overrides", "validate_settings", "load_settings", "read_yaml_layers",
            "Config", "ModelConfig", "load_config", "config_from_dict", "save_config"]
 
@@ -67,7 +75,29 @@ def _to_float(text: str) -> float:
 
 
 class OverrideText(str):
-    """The text of one command-line override value; typed by the field it lands in."""
+    """The text of one command-line override value; typed by the field it lands in.
+    ``op`` is how it was given (Hydra's spellings): ``"="`` (``key=value``: set a key the
+    schema knows), ``"+"`` (``+key=value``: add a key that is not in the config yet; an
+    error if it is there) or ``"++"`` (``++key=value``: add or set)."""
+
+    op = "="
+
+
+def split_override(item: str) -> tuple[str, str, str]:
+    """``"++a.b=1"`` -> ``("++", "a.b", "1")``: (op, dotted key, value text); ConfigError
+    for an item without ``=``."""
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError(f"{item}: expected key=value (e.g. rollout.group_size=8)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    op = "++" if key.startswith("++") else "+" if key.startswith("+") else "="
+    return op, key[len(op):] if op != "=" else key, raw
+
+
+def override_key(item: str) -> str:
+    """The dotted key of an override item, without Hydra's ``+``/``++``: ``"+a.b=1"`` ->
+    ``"a.b"`` (an item without ``=``: the item)."""
+    return split_override(item)[1] if isinstance(item, str) and "=" in item else item
 
 
 def parse_value(text: str, key: str = "value") -> Any:
@@ -83,12 +113,8 @@ def parse_value(text: str, key: str = "value") -> Any:
         return int(s)
     if _FLOAT_RE.match(s):
         return _to_float(s)
-    if s[:1] in ("[", "{"):
-        try:
-            value = yaml.safe_load(s)
-        except yaml.YAMLError:
-            raise ConfigError(f"{key}: cannot read {text!r} as a YAML list/mapping") from None
-        return _untyped(value, key)
+    if s[:1] in ("[", "{"):     # bounded like a config file (bounded_yaml.py)
+        return _untyped(load_yaml_text(s, key), key)
     return str(text)
 
 
@@ -103,13 +129,13 @@ def _untyped(value: Any, key: str) -> Any:
 
 
 def parse_overrides(items) -> dict:
-    """``["a.b=v", ...]`` -> ``{"a": {"b": OverrideText("v")}}`` (later items win)."""
+    """``["a.b=v", ...]`` -> ``{"a": {"b": OverrideText("v")}}`` (later items win).
+    ``+a.b=v`` / ``++a.b=v`` give a leaf whose ``op`` is ``"+"`` / ``"++"``
+    (:class:`OverrideText`; apply_overrides enforces it)."""
     out: dict = {}
     for item in items:
-        if not isinstance(item, str) or "=" not in item:
-            raise ConfigError(f"{item}: expected key=value (e.g. rollout.group_size=8)")
-        key, raw = item.split("=", 1)
-        parts = key.strip().split(".")
+        op, key, raw = split_override(item)
+        parts = key.split(".")
         if not all(p.strip() for p in parts):
             raise ConfigError(f"{key or item}: empty key in override {item!r}")
         node = out
@@ -118,6 +144,7 @@ def parse_overrides(items) -> dict:
                 node[part] = {}
             node = node[part]
         node[parts[-1]] = OverrideText(raw)
+        node[parts[-1]].op = op
     return out
 
 
@@ -203,7 +230,10 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
     """Typed merge of a nested mapping into the dataclass instance ``obj`` (in place; also
     returned). Unknown keys are errors. A free-form mapping field is merged key by key; if
     its field metadata names a ``reset_on`` key (``env``: ``name``) and the new mapping
-    changes that key, the old keys are dropped first."""
+    changes that key, the old keys are dropped first. A ``+key`` override (``op`` "+")
+    must name a key that is not there yet: a free-form mapping's absent key (a dataclass
+    field is always there); ``++key`` and plain ``key`` set it either way (the schema, not
+    the defaults, says which keys exist)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(obj)}
@@ -220,10 +250,28 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
             reset = fields[key].metadata.get("reset_on")
             if reset and reset in new and new[reset] != current.get(reset):
                 current.clear()
+            _refuse_present_additions(current, value, name)
             _deep_update(current, new)
         else:
+            if getattr(value, "op", "=") == "+":       # a dataclass field is always there
+                raise ConfigError(_already_there(name, current))
             setattr(obj, key, coerce(name, value, hints[key]))
     return obj
+
+
+def _already_there(name: str, value: Any) -> str:
+    return (f"{name}: +{name}=... adds a key that is not in the config, but it is there "
+            f"({value!r}); set it with {name}=... (or ++{name}=...)")
+
+
+def _refuse_present_additions(current: dict, data: dict, name: str) -> None:
+    """ConfigError for a ``+key`` override (Hydra: append) whose key ``current`` (the
+    mapping at dotted ``name``) holds."""
+    for k, v in data.items():
+        if getattr(v, "op", "=") == "+" and k in current:
+            raise ConfigError(_already_there(f"{name}.{k}", current[k]))
+        if isinstance(v, dict) and isinstance(current.get(k), dict):
+            _refuse_present_additions(current[k], v, f"{name}.{k}")
 
 
 def _deep_update(target: dict, data: dict) -> None:
@@ -286,24 +334,12 @@ def validate_settings(obj: Any, prefix: str = "") -> Any:
 
 # ---------------------------------------------------------------------------- loading
 
-def _one_line(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())
-
-
 def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     """The mappings of a YAML settings file and its ``base:`` ancestors, oldest first."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such config file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {_one_line(exc)}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
+    data = load_yaml_file(path)     # size, depth and alias expansion bounded
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
@@ -423,40 +459,6 @@ class RolloutConfig:
 
 
 @dataclass
-class EstimatorConfig:
-    norm_std: bool = True                 # GRPO: divide by group std (False: Dr. GRPO)
-    eps: float = 1e-6
-    lam: float = 0.2                      # docs/method.md §4 (paper: 0.2 and 0.05)
-    alpha: float = 0.5
-    tau: float = 1.0
-    rho_min: float = 0.25
-    rho_max: float = 4.0
-    backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
-    # --- the other registered methods (docs/estimators.md; owner: estimators package) ---
-    gigpo_gamma: float = 0.95             # GiGPO: discount of the step return
-    gigpo_step_weight: float = 1.0        # GiGPO: omega, weight of the step advantage
-    gigpo_mode: str = "mean_norm"         # GiGPO: mean_norm | mean_std_norm
-    rlsd_lam: float = 0.5                 # RLSD/SERL: mixing weight at step 0 ...
-    rlsd_warmdown_steps: int = 50         # ... decaying linearly to 0 over this many steps
-    rlsd_clip_eps: float = 0.2            # RLSD/SERL: token weight clipped to [1-eps, 1+eps]
-    opsd_coef: float = 0.1                # OPSD: coefficient of log piT - log piS added to A
-    sdar_coef: float = 0.01               # SDAR: coefficient of the gated distillation loss
-    sdar_beta: float = 5.0                # SDAR: gate sharpness
-    empg_k: float = 1.0                   # EMPG: self-calibrating scaling exp(-k H)
-    empg_k_future: float = 1.0            # EMPG: future clarity bonus exp(-k_f H_next)
-    empg_zeta: float = 0.1                # EMPG: weight of the future clarity bonus
-
-    def validate(self) -> None:
-        in_range(self, "lam", 0, 1)
-        in_range(self, "alpha", 0, 1, lo_open=True, hi_open=True)
-        in_range(self, "tau", 0, lo_open=True)
-        need(0 < self.rho_min <= self.rho_max, "rho_min", "0 < rho_min <= rho_max", self.rho_min)
-        in_range(self, "eps", 0, 1, lo_open=True)
-        from .estimators.params import validate_method_params
-        validate_method_params(self, need, in_range)
-
-
-@dataclass
 class TeacherConfig:
     choice: str = "random"                # random | first: which successful peer
     max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
@@ -542,7 +544,12 @@ class LossConfig:
 @dataclass
 class LogConfig:
     credit_every: int = 1                 # write RUN/credit/step_S.json every N steps (0: never)
-    tensorboard: bool = True              # only when tensorboard is importable
+    report_to: str = "none"               # trackers (TRL's report_to): none, or a comma list
+                                          # of tensorboard, wandb, trackio; each must be
+                                          # installed (logging_utils.py)
+    tensorboard: bool = True              # TensorBoard events too when tensorboard is
+                                          # importable (best effort; report_to=tensorboard
+                                          # requires it)
     progress: bool = True
     credit_quality: bool = False          # planner labels + credit AUC per step (ALFWorld
                                           # only; costs planner calls, docs/credit_quality.md)
@@ -551,6 +558,7 @@ class LogConfig:
     def validate(self) -> None:
         in_range(self, "credit_every", 0)
         in_range(self, "save_batches", 0)
+        parse_report_to(self.report_to, "report_to")    # the walker adds "log."
 
 
 @dataclass
@@ -585,37 +593,6 @@ class EvalConfig:
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 
-# env.<key> of the built-in environments: key -> (type, lo, hi); hi None = unbounded.
-# Other registered environments are checked by their own make_suite only.
-# (tests/train/test_config.py checks these key sets against the environments' own lists)
-_GENERATE_KEYS = {"n_train": (int, 0, 100000), "n_eval": (int, 0, 100000),
-                  "seed": (int, 0, None), "size": (str,), "grammar": (Any,),
-                  "families": (list,), "workers": (int, 0, 1024)}
-ENV_KEYS: dict[str, dict[str, tuple]] = {
-    "alfworld": {"name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
-                 "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),
-                 "num_eval_games": (Optional[int], 0, None),
-                 "task_families": (Optional[list],), "max_steps": (int, 1, 10000),
-                 "workers": (int, 0, 1024), "expert_type": (Optional[str],),
-                 "seed": (Optional[int], 0, None), "generate": (Optional[dict],),
-                 "start_method": (str,), "timeout_s": (float, 0.001, 1e6)},
-    "webshop": {"name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
-                "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
-                "num_eval": (Optional[int], 0, None), "max_steps": (Optional[int], 1, 10000),
-                "reward": (str,), "price_seed": (Optional[int], 0, None),
-                "workers": (Optional[int], 0, 1024)},
-    "synthetic": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-                  "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000),
-                  "seed": (int, 0, None)},
-    "signs": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-              "num_signs": (int, 1, 100), "seed": (int, 0, None)},
-    "corridor": {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
-                 "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
-                 "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-                 "seed": (int, 0, None)},
-}
-
-
 def _check_keys(values: dict, schema: dict, prefix: str) -> None:
     unknown = sorted(set(values) - set(schema))
     if unknown:
@@ -634,20 +611,27 @@ def _check_keys(values: dict, schema: dict, prefix: str) -> None:
 
 
 def check_env(env: dict) -> None:
-    """``env.*`` against the environment's known keys, types and ranges (built-in ones)."""
-    from .envs import ENV_FACTORIES
+    """``env.*`` against the environment's settings schema (EnvSpec.settings and
+    .nested_settings: known keys, types and ranges)."""
     need(isinstance(env.get("name"), str), "env.name", "an environment name", env.get("name"))
-    need(env["name"] in ENV_FACTORIES, "env.name", f"one of {sorted(ENV_FACTORIES)}", env["name"])
-    schema = ENV_KEYS.get(env["name"])
-    if schema is None:
-        return
-    _check_keys(env, schema, "env.")
-    if isinstance(env.get("generate"), dict):
-        _check_keys(env["generate"], _GENERATE_KEYS, "env.generate.")
+    need(env["name"] in ENVS, "env.name", f"one of {env_names()}", env["name"])
+    spec = get_spec(env["name"])
+    _check_keys(env, spec.settings, "env.")
+    for key, schema in spec.nested_settings.items():
+        if isinstance(env.get(key), dict):
+            _check_keys(env[key], schema, f"env.{key}.")
 
 
 def _env_default() -> dict:
-    return {"name": "alfworld"}
+    return {"name": DEFAULT_ENV}
+
+
+def _estimator_default():
+    """``estimator.*``: every registered estimator's params in one flat dataclass
+    (estimators/registry.py; imported here, not at the top: the registry imports torch and
+    the estimators import this module's checkers)."""
+    from .estimators.registry import estimator_config
+    return estimator_config()
 
 
 @dataclass
@@ -661,7 +645,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: dict = field(default_factory=_env_default, metadata={"reset_on": "name"})
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    estimator: Any = field(default_factory=_estimator_default)   # estimators.EstimatorConfig
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -691,11 +675,10 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
-        from .credit_quality import LABELLERS
-        need(not (self.log.credit_quality and self.env.get("name") not in LABELLERS),
-             "log.credit_quality", f"false unless env.name is one of {sorted(LABELLERS)} "
-             "(the environments whose actions can be labelled: ALFWorld's planner, the "
-             "corridor's decisive turns)", self.log.credit_quality)
+        need(not (self.log.credit_quality and get_spec(self.env["name"]).plan_labels is None),
+             "log.credit_quality", f"false unless the environment labels its actions "
+             f"(EnvSpec.plan_labels; env.name {self.env['name']!r} does not)",
+             self.log.credit_quality)
 
 
 # ---------------------------------------------------------------------------- train loading

@@ -101,7 +101,7 @@ def test_cli_reports_a_bad_key_without_a_traceback(capsys):
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Optional  # noqa: E402
 
-from sharpo_train.config import (ConfigError, ENV_KEYS, ModelConfig, OverrideText,  # noqa: E402
+from sharpo_train.config import (ConfigError, ModelConfig, OverrideText,  # noqa: E402
                                  apply_overrides, check_resume, load_settings,
                                  parse_overrides, resume_changes, validate_settings)
 
@@ -276,14 +276,14 @@ def test_sane_values_pass(override):
 
 
 def test_env_key_lists_match_the_environments():
-    from sharpo_train.config import _GENERATE_KEYS, DTYPES
-    from sharpo_train.envs import alfworld, synthetic, webshop
+    from sharpo_train.config import DTYPES
+    from sharpo_train.envs import alfworld, get_spec, synthetic, webshop
     from sharpo_train.model import _DTYPES
-    assert set(ENV_KEYS["alfworld"]) == alfworld._KNOWN_KEYS
-    assert set(ENV_KEYS["webshop"]) == webshop._KNOWN_KEYS
-    assert set(_GENERATE_KEYS) == alfworld._GENERATE_KEYS
-    assert set(ENV_KEYS["synthetic"]) == synthetic._KNOWN
-    assert set(ENV_KEYS["signs"]) == synthetic._SIGNS_KNOWN
+    assert set(get_spec("alfworld").settings) == alfworld._KNOWN_KEYS
+    assert set(get_spec("webshop").settings) == webshop._KNOWN_KEYS
+    assert set(get_spec("alfworld").nested_settings["generate"]) == alfworld._GENERATE_KEYS
+    assert set(get_spec("synthetic").settings) == synthetic._KNOWN
+    assert set(get_spec("signs").settings) == synthetic._SIGNS_KNOWN
     assert set(DTYPES) == set(_DTYPES)
 
 
@@ -359,3 +359,49 @@ def test_demo_and_compare_settings():
                           (CompareConfig, "methods=sharpo:2", "methods")]:
         with pytest.raises(ConfigError, match=f"^{key}:"):
             load_settings(cls, None, [bad])
+
+
+# ---------------------------------------------------------------------------- Hydra-style +key / ++key
+# (issue 21 item 4): `key=value` sets a key the schema knows (an unknown key fails naming the
+# known ones), `+key=value` adds a key that is not in the config yet (refused when it is
+# there: Hydra's append), `++key=value` adds or sets.
+
+def test_plus_adds_a_key_the_config_lacks_and_refuses_one_it_has():
+    from sharpo_train.config import split_override
+    assert split_override("++a.b=1=2") == ("++", "a.b", "1=2")
+    assert split_override(" +a=") == ("+", "a", "")
+    cfg = load_config(None, ["+env.seed=3", "+env.generate.workers=1"])
+    assert cfg.env["seed"] == 3 and cfg.env["generate"]["workers"] == 1
+    for item, key in [("+env.max_steps=3", "env.max_steps"), ("+total_steps=9", "total_steps"),
+                      ("+model.hidden_size=8", "model.hidden_size"),
+                      ("+env.generate.seed=1", "env.generate.seed")]:
+        with pytest.raises(ConfigError, match=rf"^{key}: \+{key}=\.\.\. adds a key .* "
+                                              rf"set it with {key}=\.\.\. \(or \+\+{key}"):
+            load_config(None, [item])
+
+
+def test_double_plus_adds_or_sets_and_plain_keeps_refusing_unknown_keys():
+    cfg = load_config(None, ["++total_steps=9", "++env.max_steps=3", "++env.seed=5"])
+    assert (cfg.total_steps, cfg.env["max_steps"], cfg.env["seed"]) == (9, 3, 5)
+    for item, key in [("env.foo=1", "env.foo"), ("+env.foo=1", "env.foo"),
+                      ("++env.foo=1", "env.foo"), ("+foo=1", "foo"), ("bogus.x=1", "bogus")]:
+        with pytest.raises(ConfigError, match=rf"^{key}: unknown key .*; known: \["):
+            load_config(None, [item])
+
+
+def test_plus_is_checked_after_env_name_drops_the_old_keys():
+    """`env.name=synthetic` drops alfworld's keys, so +env.max_steps adds, not repeats."""
+    cfg = load_config(None, ["env.name=synthetic", "+env.max_steps=5"])
+    assert cfg.env == {"name": "synthetic", "max_steps": 5}
+
+
+def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
+    from sharpo_train.recipes.settings import PipelinePlan, split_overrides
+    assert split_overrides(["+demo.seed=1", "++sft.lr=0.1", "++env=webshop", "+env.seed=2"]) == \
+        (["+seed=1", "++env=webshop"], ["++lr=0.1"], ["+env.seed=2"])
+    plan = PipelinePlan.from_args("out", ["++demo.train_games=7", "++sft.max_steps=3",
+                                         "++total_steps=5", "++env.name=alfworld"])
+    assert (plan.settings.train_games, plan.sft.max_steps) == (7, 3)
+    assert "++total_steps=5" in plan.train_overrides
+    with pytest.raises(ConfigError, match=r"^demo.train_games: \+demo.train_games=\.\.\. adds"):
+        PipelinePlan.from_args("out", ["+demo.train_games=7"])

@@ -25,8 +25,13 @@ from . import prompts
 from .engine import FAMILY, CorridorEnv, CorridorSettings, decisive_labels, make_tasks
 from .prompts import parse_action, render_hint, render_turn_prompt
 
-KNOWN_KEYS = {"name", "num_turns", "num_decisive", "num_actions", "clues_per_action",
-              "num_train", "num_eval", "seed"}
+# env.<key> -> (type, lo, hi) (config.check_env reads it through the EnvSpec, spec.py);
+# CorridorSettings.check applies the same ranges and the cross-key ones
+SETTINGS = {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
+            "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
+            "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
+            "seed": (int, 0, None)}
+KNOWN_KEYS = set(SETTINGS)
 FAMILIES = [FAMILY]
 
 
@@ -51,4 +56,4 @@ def label_episodes(episodes) -> list[list]:
 
 __all__ = ["make_suite", "settings_of", "label_episodes", "render_turn_prompt",
            "parse_action", "render_hint", "prompts", "CorridorEnv", "CorridorSettings",
-           "KNOWN_KEYS", "FAMILIES"]
+           "KNOWN_KEYS", "SETTINGS", "FAMILIES"]

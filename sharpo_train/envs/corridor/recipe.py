@@ -78,3 +78,23 @@ DEFAULTS = {
     "quick_train": ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=4",
                     "eval.num_tasks=4"],
 }
+
+
+def _recipe():
+    from ..spec import RecipeSpec
+    return RecipeSpec(
+        tasks_phase="tasks", tasks_path="tasks.json",
+        prepare=lambda path, s, cfg: prepare(path, s, cfg),
+        demos=lambda path, out, s, cfg: demos(path, out, s, cfg),
+        env_keys=lambda path, s: env_keys(path, s),
+        heldout=lambda path, s, cfg: heldout(path, s, cfg),
+        eval_dir=lambda path: None,
+        heldout_title=lambda s, n: (f"Held-out corridor tasks ({n} tasks, drawn from seed "
+                                    f"{s.seed + 1}, none with a training task's layout)"),
+        warm_data=lambda s: (f"the {s.train_games} training tasks, one of each per task, and "
+                             f"a hinted copy of every lamp turn (docs/corridor.md)"),
+        eval_decoding="sampled at temperature 1 (eval.temperature)", task_word="task",
+        demo_word="expert and random-agent", defaults=DEFAULTS)
+
+
+RECIPE = _recipe()
