@@ -151,7 +151,7 @@ def run_corridor(args, env_config: dict) -> int:
 
     from sharpo_train.envs import make_suite
     from sharpo_train.model import build_policy
-    from sharpo_train.probe import probe_corridor
+    from sharpo_train.envs.corridor.probe import probe_corridor
 
     try:
         if args.tasks < 1:

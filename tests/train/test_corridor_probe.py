@@ -15,7 +15,7 @@ from sharpo_train.cli import main
 from sharpo_train.envs.corridor import make_suite
 from sharpo_train.envs.corridor.demos import write_demos
 from sharpo_train.model import build_policy, build_tokenizer
-from sharpo_train.probe import probe_corridor
+from sharpo_train.envs.corridor.probe import probe_corridor
 from sharpo_train.sft import hinted_demos
 from sharpo_train.teacher import teacher_text
 
