@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ..alfworld.prompts import HINT_TEMPLATE, format_response, parse_action, parse_think
-from ..turn_prompt import history_lines, one_line
+from ..turn_prompt import (HINT_TEMPLATE, format_response, hint_pairs, history_lines,
+                           one_line, parse_action, parse_think)
 
 __all__ = ["render_turn_prompt", "parse_action", "parse_think", "format_response",
            "render_hint", "turn_think", "DEFAULT_HISTORY_LENGTH"]
@@ -71,18 +71,8 @@ def render_hint(steps: Sequence, max_observation_chars: int = 200) -> str:
     observation-after-it) pairs or plain actions, in order (as ALFWorld's render_hint);
     ``max_observation_chars`` is accepted for the common signature (the corridor's hint
     shows only the lamp, never the observation text)."""
-    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
-        raise ValueError(f"max_observation_chars: expected an int >= 0, got "
-                         f"{max_observation_chars!r}")
     lines = []
-    for i, step in enumerate(steps, start=1):
-        if isinstance(step, str):
-            action, obs = step, ""
-        elif isinstance(step, (tuple, list)) and len(step) == 2:
-            action, obs = step
-        else:
-            raise TypeError(f"steps[{i - 1}]: expected an action or (action, observation), "
-                            f"got {step!r}")
+    for i, (action, obs) in enumerate(hint_pairs(steps, max_observation_chars), start=1):
         m = _UNDER.search(obs or "")
         lamp = f"{m.group(1)} lamp -> " if m else ""
         lines.append(f"turn {i}: {lamp}{one_line(action)}")
