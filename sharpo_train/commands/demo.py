@@ -1,5 +1,5 @@
-"""`sharpo demo [--run-dir DIR] [--quick] [--print-config] [key=value ...]`: the main use case end to end on a
-CPU — generate ALFWorld games, warm start the tiny policy on expert demonstrations, train it
+"""`sharpo demo [--run-dir DIR] [--quick] [--print-config] [key=value ...]`: the main use case
+end to end on a CPU — generate ALFWorld games, warm start the tiny policy on expert demonstrations, train it
 with SHARPO, evaluate on held-out games (generated, plus a sample of the real valid_seen
 games when ../shared/data/alfworld is present), and write a results table per family, a
 learning-curve PNG and a credit report. Rerunning with the same --run-dir resumes (older
@@ -9,8 +9,8 @@ Overrides: demo.<key> (sizes: train_games, eval_games, game_size, real_eval_game
 sft.<key> (warm start: max_steps, lr, model.hidden_size, ...), anything else is a trainer
 key (total_steps=30, method=grpo, estimator.lam=0.05); `+key=value` / `++key=value` as for
 `sharpo train`. --print-config prints every resolved setting (demo.*, sft.*, the RL run's
-trainer config) as YAML and exits without creating anything. WebShop instead of ALFWorld: env=webshop
-(WebShop's train goals, expert demonstrations, held-out test goals; success and mean score).
+trainer config) as YAML and exits without creating anything. WebShop instead of ALFWorld:
+env=webshop (WebShop's train goals, expert demonstrations, held-out test goals; success and mean score).
 The recipe: sharpo_train/recipes/demo.py.
 """
 from __future__ import annotations
