@@ -1,10 +1,10 @@
-"""`sharpo probe-teacher (--model DIR | --run RUN) [--env alfworld|corridor] [--games DIR]
+"""`sharpo probe-teacher (--model DIR | --run-dir RUN) [--env alfworld|corridor] [--games DIR]
 [--split S] [--per-family N] [--tasks N]`: does the teacher read its hint?
 
 ALFWorld (default): for each expert turn of real ALFWorld games, the gap (log-prob of the
 action with the hint minus without) of the expert's action vs a random admissible one, and
 their AUC (0.5: the hint tells the teacher nothing).
-Corridor (``--env corridor``, or a ``--run`` of env.name corridor: its env settings): on
+Corridor (``--env corridor``, or a ``--run-dir`` of env.name corridor: its env settings): on
 ``--tasks`` held-out corridor tasks, the mean gap on the action tokens of the door the
 hint supports vs a door it contradicts at the lamp turns, their separation in nats (the
 warm start's check before RL: docs/corridor.md), and the same at turns without a lamp.
@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from ._run_dir_arg import add_run_dir
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("probe-teacher", help="measure whether the teacher reads its hint",
@@ -22,24 +24,25 @@ def register(subparsers) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="a checkpoint directory (an SFT output, a policy dir) "
                                      "or a named model")
-    who.add_argument("--run", help="a training run directory: its newest checkpoint")
+    add_run_dir(who, "--run", help="a training run directory (or a `sharpo demo` one): its "
+                                   "newest checkpoint")
     p.add_argument("--games", default=None,
                    help="ALFWorld json_2.1.1 folder (default: ALFWORLD_DATA / ../shared/data/alfworld)")
     p.add_argument("--split", default="valid_seen")
     p.add_argument("--per-family", type=int, default=1, help="games per task family (6 families)")
     p.add_argument("--history-length", type=int, default=None,
                    help="turns of history in the prompt (default: alfworld 1; corridor "
-                        "the --run's rollout.history_length, else 0)")
+                        "the --run-dir's rollout.history_length, else 0)")
     p.add_argument("--hint-placement", default=None,
                    choices=["after_task", "after_observation"],
                    help="where the hint goes (as the trainer's teacher.hint_placement; "
-                        "default: alfworld after_task; corridor the --run's, else "
+                        "default: alfworld after_task; corridor the --run-dir's, else "
                         "after_observation)")
     p.add_argument("--hint-scope", default=None, choices=["trajectory", "to_turn"],
                    help="corridor: the hint as teacher.hint_scope makes it (default: the "
                         "--run's, else trajectory)")
     p.add_argument("--env", default=None, choices=["alfworld", "corridor"],
-                   help="environment to probe (default: the --run's env.name, else alfworld)")
+                   help="environment to probe (default: the --run-dir's env.name, else alfworld)")
     p.add_argument("--tasks", type=int, default=50,
                    help="corridor: held-out tasks to probe (default 50)")
     p.add_argument("--seed", type=int, default=0)
@@ -52,7 +55,7 @@ def _model_dir(args) -> str:
         return args.model
     from sharpo_train.recipes.phases import latest_policy
     from sharpo_train.report.records import find_run_dir
-    return str(latest_policy(find_run_dir(args.run, "--run")))
+    return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
 def default_games_dir() -> str:
@@ -69,12 +72,12 @@ def default_games_dir() -> str:
 
 
 def _run_config(args):
-    """The --run's trainer config (None without --run or when it has none)."""
-    if not args.run:
+    """The --run-dir's trainer config (None without --run-dir or when it has none)."""
+    if not args.run_dir:
         return None
     from sharpo_train.config import Config, load_settings
     from sharpo_train.report.records import find_run_dir
-    path = find_run_dir(args.run, "--run") / "config.yaml"
+    path = find_run_dir(args.run_dir, "--run-dir") / "config.yaml"
     return load_settings(Config, path) if path.is_file() else None
 
 
@@ -163,7 +166,8 @@ def run_corridor(args, env_config: dict) -> int:
             raise ValueError("env.num_eval: the corridor settings hold no held-out task")
         model_dir = _model_dir(args)
         torch.manual_seed(0)
-        model, tok = build_policy(None, weights_from=model_dir)
+        model, tok = build_policy(None, weights_from=model_dir,
+                                 weights_key="--model" if args.model else "--run-dir")
     except (FileNotFoundError, ValueError) as exc:
         print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
         return 2
