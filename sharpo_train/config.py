@@ -17,14 +17,15 @@ Every error is a :class:`ConfigError` whose message starts with the dotted key.
 
 ``load_config(path_or_None, overrides)`` is the trainer's: ``None`` -> the embedded default
 (``sharpo_train/configs/default.yaml``: a tiny model on CPU, a few minutes). ``env`` is
-free-form: its keys are checked against the environment's known keys (``ENV_KEYS``) here,
+free-form: its keys are checked against the environment's settings schema (its EnvSpec) here,
 before anything is built; setting ``env.name`` to another environment drops the previous
 environment's keys. The settings of `sharpo sft` (``SFTConfig``) live in sft.py, those of
 `sharpo demo` / `sharpo compare` (``DemoConfig``, ``CompareConfig``) in settings.py.
+``estimator.*`` is not declared here: each registered estimator owns its parameters
+dataclass (estimators/registry.py; SHARPO's defaults: ``sharpo_kernels.SHARPO_DEFAULTS``).
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
-``configs/paper_alfworld_*.yaml``; the defaults below follow docs/method.md §4 for the
-estimator and verl/verl-agent's GRPO recipe for the rest.
+``configs/paper_alfworld_*.yaml``; the defaults below follow verl/verl-agent's GRPO recipe.
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from .errors import ConfigError, UsageError
+from .logging_utils import parse_report_to
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yaml"
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
@@ -423,40 +426,6 @@ class RolloutConfig:
 
 
 @dataclass
-class EstimatorConfig:
-    norm_std: bool = True                 # GRPO: divide by group std (False: Dr. GRPO)
-    eps: float = 1e-6
-    lam: float = 0.2                      # docs/method.md §4 (paper: 0.2 and 0.05)
-    alpha: float = 0.5
-    tau: float = 1.0
-    rho_min: float = 0.25
-    rho_max: float = 4.0
-    backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
-    # --- the other registered methods (docs/estimators.md; owner: estimators package) ---
-    gigpo_gamma: float = 0.95             # GiGPO: discount of the step return
-    gigpo_step_weight: float = 1.0        # GiGPO: omega, weight of the step advantage
-    gigpo_mode: str = "mean_norm"         # GiGPO: mean_norm | mean_std_norm
-    rlsd_lam: float = 0.5                 # RLSD/SERL: mixing weight at step 0 ...
-    rlsd_warmdown_steps: int = 50         # ... decaying linearly to 0 over this many steps
-    rlsd_clip_eps: float = 0.2            # RLSD/SERL: token weight clipped to [1-eps, 1+eps]
-    opsd_coef: float = 0.1                # OPSD: coefficient of log piT - log piS added to A
-    sdar_coef: float = 0.01               # SDAR: coefficient of the gated distillation loss
-    sdar_beta: float = 5.0                # SDAR: gate sharpness
-    empg_k: float = 1.0                   # EMPG: self-calibrating scaling exp(-k H)
-    empg_k_future: float = 1.0            # EMPG: future clarity bonus exp(-k_f H_next)
-    empg_zeta: float = 0.1                # EMPG: weight of the future clarity bonus
-
-    def validate(self) -> None:
-        in_range(self, "lam", 0, 1)
-        in_range(self, "alpha", 0, 1, lo_open=True, hi_open=True)
-        in_range(self, "tau", 0, lo_open=True)
-        need(0 < self.rho_min <= self.rho_max, "rho_min", "0 < rho_min <= rho_max", self.rho_min)
-        in_range(self, "eps", 0, 1, lo_open=True)
-        from .estimators.params import validate_method_params
-        validate_method_params(self, need, in_range)
-
-
-@dataclass
 class TeacherConfig:
     choice: str = "random"                # random | first: which successful peer
     max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
@@ -538,7 +507,12 @@ class LossConfig:
 @dataclass
 class LogConfig:
     credit_every: int = 1                 # write RUN/credit/step_S.json every N steps (0: never)
-    tensorboard: bool = True              # only when tensorboard is importable
+    report_to: str = "none"               # trackers (TRL's report_to): none, or a comma list
+                                          # of tensorboard, wandb, trackio; each must be
+                                          # installed (logging_utils.py)
+    tensorboard: bool = True              # TensorBoard events too when tensorboard is
+                                          # importable (best effort; report_to=tensorboard
+                                          # requires it)
     progress: bool = True
     credit_quality: bool = False          # planner labels + credit AUC per step (ALFWorld
                                           # only; costs planner calls, docs/credit_quality.md)
@@ -547,6 +521,7 @@ class LogConfig:
     def validate(self) -> None:
         in_range(self, "credit_every", 0)
         in_range(self, "save_batches", 0)
+        parse_report_to(self.report_to, "report_to")    # the walker adds "log."
 
 
 @dataclass
@@ -581,33 +556,6 @@ class EvalConfig:
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 
-# env.<key> of the built-in environments: key -> (type, lo, hi); hi None = unbounded.
-# Other registered environments are checked by their own make_suite only.
-# (tests/train/test_config.py checks these key sets against the environments' own lists)
-_GENERATE_KEYS = {"n_train": (int, 0, 100000), "n_eval": (int, 0, 100000),
-                  "seed": (int, 0, None), "size": (str,), "grammar": (Any,),
-                  "families": (list,), "workers": (int, 0, 1024)}
-ENV_KEYS: dict[str, dict[str, tuple]] = {
-    "alfworld": {"name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
-                 "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),
-                 "num_eval_games": (Optional[int], 0, None),
-                 "task_families": (Optional[list],), "max_steps": (int, 1, 10000),
-                 "workers": (int, 0, 1024), "expert_type": (Optional[str],),
-                 "seed": (Optional[int], 0, None), "generate": (Optional[dict],),
-                 "start_method": (str,), "timeout_s": (float, 0.001, 1e6)},
-    "webshop": {"name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
-                "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
-                "num_eval": (Optional[int], 0, None), "max_steps": (Optional[int], 1, 10000),
-                "reward": (str,), "price_seed": (Optional[int], 0, None),
-                "workers": (Optional[int], 0, 1024)},
-    "synthetic": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-                  "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000),
-                  "seed": (int, 0, None)},
-    "signs": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-              "num_signs": (int, 1, 100), "seed": (int, 0, None)},
-}
-
-
 def _check_keys(values: dict, schema: dict, prefix: str) -> None:
     unknown = sorted(set(values) - set(schema))
     if unknown:
@@ -626,20 +574,27 @@ def _check_keys(values: dict, schema: dict, prefix: str) -> None:
 
 
 def check_env(env: dict) -> None:
-    """``env.*`` against the environment's known keys, types and ranges (built-in ones)."""
-    from .envs import ENV_FACTORIES
+    """``env.*`` against the environment's settings schema (EnvSpec.settings and
+    .nested_settings: known keys, types and ranges)."""
     need(isinstance(env.get("name"), str), "env.name", "an environment name", env.get("name"))
-    need(env["name"] in ENV_FACTORIES, "env.name", f"one of {sorted(ENV_FACTORIES)}", env["name"])
-    schema = ENV_KEYS.get(env["name"])
-    if schema is None:
-        return
-    _check_keys(env, schema, "env.")
-    if isinstance(env.get("generate"), dict):
-        _check_keys(env["generate"], _GENERATE_KEYS, "env.generate.")
+    need(env["name"] in ENVS, "env.name", f"one of {env_names()}", env["name"])
+    spec = get_spec(env["name"])
+    _check_keys(env, spec.settings, "env.")
+    for key, schema in spec.nested_settings.items():
+        if isinstance(env.get(key), dict):
+            _check_keys(env[key], schema, f"env.{key}.")
 
 
 def _env_default() -> dict:
-    return {"name": "alfworld"}
+    return {"name": DEFAULT_ENV}
+
+
+def _estimator_default():
+    """``estimator.*``: every registered estimator's params in one flat dataclass
+    (estimators/registry.py; imported here, not at the top: the registry imports torch and
+    the estimators import this module's checkers)."""
+    from .estimators.registry import estimator_config
+    return estimator_config()
 
 
 @dataclass
@@ -653,7 +608,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: dict = field(default_factory=_env_default, metadata={"reset_on": "name"})
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    estimator: Any = field(default_factory=_estimator_default)   # estimators.EstimatorConfig
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -683,9 +638,10 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
-        need(not (self.log.credit_quality and self.env.get("name") != "alfworld"),
-             "log.credit_quality", "false unless env.name is alfworld (its planner labels "
-             "the actions)", self.log.credit_quality)
+        need(not (self.log.credit_quality and get_spec(self.env["name"]).plan_labels is None),
+             "log.credit_quality", f"false unless the environment labels its actions "
+             f"(EnvSpec.plan_labels; env.name {self.env['name']!r} does not)",
+             self.log.credit_quality)
 
 
 # ---------------------------------------------------------------------------- train loading

@@ -59,12 +59,34 @@ def _json_default(obj: Any):
 
 
 def append_jsonl(path: str | Path, record: dict) -> None:
-    """One line, flushed and fsynced before returning (a finished step is never lost)."""
+    """One line, flushed and fsynced before returning (a finished step is never lost).
+    The file is opened with ``O_NOFOLLOW``: a symbolic link in its place is a UsageError,
+    never written through."""
     line = json.dumps(clean(record), allow_nan=False, default=_json_default) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if Path(path).is_symlink():
+            raise UsageError(f"{path}: is a symbolic link; sharpo appends only to a plain "
+                             f"file inside the run (remove the link)") from None
+        raise
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
+
+
+def loads_json(text: str, where: str | Path):
+    """``json.loads`` for files sharpo reads (state.json, metrics lines, records): a
+    document that is not JSON or is nested deeper than Python's recursion limit (a
+    200k-deep ``[[[...``) is a UsageError naming ``where``, never a RecursionError."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: JSON nested too deeply (refused)") from None
 
 
 def read_jsonl(path: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
@@ -82,11 +104,11 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
+            row = loads_json(line, f"{path}:{n}")
+        except UsageError:                  # not JSON, or nested too deeply
             if torn_tail_ok and n == len(lines):
                 break
-            raise UsageError(f"{path}:{n}: not JSON ({exc})") from None
+            raise
         if not isinstance(row, dict):
             raise UsageError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
         out.append(row)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -220,14 +221,167 @@ def tiny_qwen2_config(model_cfg: Any, vocab_size: int, tokenizer=None):
     )
 
 
-def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = None):
+_SAFE_SHARD = re.compile(r"[A-Za-z0-9_.-]+\.safetensors")
+_PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt",
+                   "model.pth", "adapter_model.bin")
+
+
+def check_weights_dir(path: str | Path, key: str) -> Path:
+    """``path`` is a local model directory whose weights load through safetensors only
+    (docs/run_directory.md, "Nothing executable is loaded"): ``model.safetensors``, or
+    ``model.safetensors.index.json`` naming ``*.safetensors`` shards inside it; a
+    ``config.json`` that points ``transformers_weights`` anywhere else is refused. A
+    directory with only ``pytorch_model.bin`` (a pickle) is a UsageError naming ``key``
+    (``init_from``, ``--model``, ``model.path``); nothing is read beyond two JSON files."""
+    from .io import loads_json
+
+    path = Path(path)
+    if not path.is_dir():
+        raise UsageError(f"{_where(key, path)} is not a local model directory")
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise UsageError(f"{_where(key, path)} has no config.json (not a Hugging Face model directory)")
+    doc = loads_json(_read_small(cfg, key), f"{key}: {cfg}")
+    if not isinstance(doc, dict):
+        raise UsageError(f"{key}: {cfg} is not a JSON object")
+    explicit = doc.get("transformers_weights")
+    if explicit is not None:
+        raise UsageError(f"{key}: {cfg} sets transformers_weights={explicit!r}; sharpo loads "
+                         f"only model.safetensors or model.safetensors.index.json (remove the key)")
+    if (path / "model.safetensors").is_file():
+        return path
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        doc = loads_json(_read_small(index, key), f"{key}: {index}")
+        shards = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(shards, dict) or not shards:
+            raise UsageError(f"{key}: {index} has no weight_map")
+        for name in sorted(set(map(str, shards.values()))):
+            if not _SAFE_SHARD.fullmatch(name) or name.startswith("."):
+                raise UsageError(f"{key}: {index} names shard {name!r}; only *.safetensors "
+                                 f"files inside {path} are loaded (pickle never)")
+            if not (path / name).is_file():
+                raise UsageError(f"{key}: {index} names shard {name}, which is missing")
+        return path
+    pickled = [n for n in _PICKLE_WEIGHTS if (path / n).exists()]
+    if pickled:
+        raise UsageError(f"{_where(key, path)} holds only pickle-format weights ({pickled[0]}); sharpo "
+                         f"never unpickles: save the model with safetensors "
+                         f"(save_pretrained(..., safe_serialization=True)) and pass that directory")
+    raise UsageError(f"{_where(key, path)} has no model.safetensors (nor a safetensors index)")
+
+
+def _read_small(path: Path, key: str, limit: int = 64 << 20) -> str:
+    if path.stat().st_size > limit:
+        raise UsageError(f"{_where(key, path)} is over {limit >> 20} MiB (not a model config/index)")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{_where(key, path)} is not UTF-8 text ({exc.reason})") from None
+
+
+def load_pretrained(path: str | Path, key: str, **kwargs):
+    """``AutoModelForCausalLM.from_pretrained`` of a checked directory (``check_weights_dir``)
+    with ``use_safetensors=True`` (no pickle, no remote code). A weight of the wrong shape,
+    or one the model needs that the files lack, is a UsageError naming ``key`` and the
+    directory, not a traceback nor a silently re-initialised tensor."""
+    from transformers import AutoModelForCausalLM
+
+    path = check_weights_dir(path, key)
+    try:   # mismatched shapes come back in ``info`` (named below) instead of a RuntimeError
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(path), use_safetensors=True, trust_remote_code=False,
+            output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    except (RuntimeError, OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"{_where(key, path)} cannot be loaded ({type(exc).__name__}: {first})") from None
+    problems = [f"{name}: shape {list(saved)} in the files, {list(want)} in the model"
+                for name, saved, want in sorted(info.get("mismatched_keys") or ())]
+    problems += [f"{name}: missing from the files" for name in sorted(info.get("missing_keys") or ())]
+    if problems:
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise UsageError(f"{_where(key, path)} does not hold this model's weights "
+                         f"({'; '.join(problems[:3])}{more})")
+    return model
+
+
+def _where(key: str, path: Path) -> str:
+    """``key: path`` for an error message (just the path when the key is the path)."""
+    return str(path) if key == str(path) else f"{key}: {path}"
+
+
+def tiny_model_parameters(model_cfg: Any, vocab_size: int) -> int:
+    """Parameter count of the tiny Qwen2 model ``tiny_qwen2_config`` describes (no
+    allocation): embeddings, per layer q/k/v/o (+ q/k/v biases), the SwiGLU MLP and two
+    norms, the final norm, and an untied lm_head."""
+    H = int(_get(model_cfg, "hidden_size", 64))
+    inter = int(_get(model_cfg, "intermediate_size", 256))
+    L = int(_get(model_cfg, "num_layers", 2))
+    heads, kv = int(_get(model_cfg, "num_heads", 4)), int(_get(model_cfg, "num_kv_heads", 2))
+    kv_dim = H // heads * kv
+    attn = H * H + 2 * H * kv_dim + H * H + H + 2 * kv_dim       # q, k, v, o + biases
+    layer = attn + 3 * H * inter + 2 * H
+    tied = bool(_get(model_cfg, "tie_word_embeddings", True))
+    return vocab_size * H * (1 if tied else 2) + L * layer + H
+
+
+def available_memory_bytes(device: str) -> Optional[int]:
+    """Free memory of ``device`` ("cpu": MemAvailable of /proc/meminfo; "cuda[:i]": the
+    GPU's free memory); None when it cannot be told."""
+    try:
+        if device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                return None
+            return int(torch.cuda.mem_get_info(int(device.partition(":")[2] or 0))[0])
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return None
+
+
+def check_tiny_model_fits(model_cfg: Any, *, with_reference: bool = False) -> None:
+    """UsageError naming the model.* shape when the tiny model (no ``model.path``) with its
+    gradients and AdamW states (16 bytes a parameter in fp32, 20 with fp32 masters for
+    bf16/fp16; + one more copy of the weights for the KL reference) cannot fit in the
+    memory free on ``model.device`` now. Nothing is allocated."""
+    from .assets.build_tokenizer import VOCAB_SIZE      # the shipped tokenizer's bound
+    tok_path = _get(model_cfg, "tokenizer_path")
+    n = tiny_model_parameters(model_cfg, VOCAB_SIZE if tok_path is None
+                              else len(build_tokenizer(tok_path)))
+    dtype = str(_get(model_cfg, "dtype", "float32"))
+    width = 4 if _DTYPES.get(dtype, torch.float32) == torch.float32 else 2
+    need = n * (width * 2 + (0 if width == 4 else 4) + 8 + (width if with_reference else 0))
+    device = str(_get(model_cfg, "device", "cpu"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    free = available_memory_bytes(device)
+    if free is not None and need > free:
+        raise UsageError(
+            f"model: the tiny model (hidden_size={_get(model_cfg, 'hidden_size')}, "
+            f"intermediate_size={_get(model_cfg, 'intermediate_size')}, "
+            f"num_layers={_get(model_cfg, 'num_layers')}) has {n:,} parameters and needs about "
+            f"{need / 2**30:.1f} GiB for weights, gradients and optimizer states; {device} has "
+            f"{free / 2**30:.1f} GiB free (make it smaller)")
+
+
+def _allocation_error(exc: BaseException) -> bool:
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and ("allocate" in str(exc) or "out of memory" in str(exc)))
+
+
+def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = None,
+                 weights_key: str = "model.path"):
     """-> (model, tokenizer). ``weights_from`` (a local HF directory, e.g. an SFT output or
     a checkpoint's policy/) overrides ``model_cfg.path`` for the weights; the tokenizer
     comes from the same place when it holds one, else from ``model.tokenizer_path``, the
     model's directory, or the shipped tokenizer. ``model.path`` may name a packaged model
     (``NAMED_MODELS``). What trains follows ``model.trainable_layers``
-    (``configure_trainable``)."""
-    from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
+    (``configure_trainable``). Weights load through safetensors only (``load_pretrained``;
+    ``weights_key`` names the setting in its errors)."""
+    from transformers import Qwen2ForCausalLM
 
     base = resolve_model_path(_get(model_cfg, "path"))
     path = Path(weights_from) if weights_from is not None else base
@@ -244,14 +398,24 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
                          f"choose one of {sorted(_DTYPES)}")
     attn = _get(model_cfg, "attn_implementation", "sdpa")
     if path is not None:
+        key = weights_key if weights_from is not None else "model.path"
         if not Path(path).is_dir():
-            raise ValueError(f"model.path: {str(path)!r} is not a local checkpoint directory "
-                             f"nor a named model ({', '.join(sorted(NAMED_MODELS))})")
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, attn_implementation=attn)
+            raise UsageError(f"{key}: {str(path)!r} is not a local checkpoint directory"
+                             + ("" if weights_from is not None else
+                                f" nor a named model ({', '.join(sorted(NAMED_MODELS))})"))
+        model = load_pretrained(path, key, dtype=dtype, attn_implementation=attn)
     else:
         config = tiny_qwen2_config(model_cfg, len(tokenizer), tokenizer)
         config._attn_implementation = attn
-        model = Qwen2ForCausalLM(config).to(dtype)
+        try:
+            model = Qwen2ForCausalLM(config).to(dtype)
+        except (RuntimeError, MemoryError) as exc:
+            if not _allocation_error(exc):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"model: the tiny model (hidden_size={config.hidden_size}, "
+                             f"intermediate_size={config.intermediate_size}, num_layers="
+                             f"{config.num_hidden_layers}) cannot be allocated ({first[:200]})") from None
     gen = model.generation_config
     gen.pad_token_id = tokenizer.pad_token_id
     if gen.eos_token_id is None:

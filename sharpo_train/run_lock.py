@@ -6,11 +6,18 @@ included), so a lock left by a dead process is simply taken over; the pid writte
 file only serves the message a second writer gets. The file is never deleted (deleting a
 lock file while another process waits on it would let two processes hold "the" lock).
 Local filesystems only: flock over NFS is not reliable on every system.
+
+The lock is opened with ``O_NOFOLLOW`` and must be a regular file with one link: a
+``.lock`` that is a symbolic link, a hard link to another file, a fifo or a device is
+refused (``RunDirBusyError``'s sibling ``RunLockFileError``) before anything is written
+to it, so no file outside the run is ever truncated through it.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 from .errors import UsageError
@@ -21,6 +28,32 @@ LOCK_NAME = ".lock"
 class RunDirBusyError(UsageError):
     """Another live process holds the run directory's lock (the message names its pid);
     `sharpo` prints it as one line and exits 2."""
+
+
+class RunLockFileError(UsageError):
+    """RUN/.lock is not a plain file of the run (a symbolic or hard link, a fifo, ...);
+    refused without writing to it. `sharpo` prints it as one line and exits 2."""
+
+
+def _open_lock(path: Path) -> int:
+    """O_RDWR | O_CREAT without following a symbolic link; the descriptor of a regular
+    file with exactly one link, else RunLockFileError (nothing written)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            raise RunLockFileError(f"{path}: is a symbolic link; a run's lock file must be a "
+                                   f"plain file inside the run (remove the link)") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else \
+            f"a hard link ({st.st_nlink} names for one file)"
+        raise RunLockFileError(f"{path}: {what}; a run's lock file must be a plain file "
+                               f"of its own (remove it)")
+    return fd
 
 
 class RunLock:
@@ -39,7 +72,7 @@ class RunLock:
     def acquire(self) -> "RunLock":
         if self._fd is not None:
             return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = _open_lock(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

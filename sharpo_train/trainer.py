@@ -22,25 +22,28 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from pathlib import Path
 
 import torch
 
 from .batch import StepBatch, pad_rows
-from .checkpoint import checkpoint_dir, latest_checkpoint, load_state, restore_optimizer, save_checkpoint
+from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
+                         restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
-from .credit import credit_record, write_credit
-from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
-from .envs import env_prompts, make_suite
+from .credit_record import credit_record, write_credit
+from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
+from .envs import get_spec
 from .errors import UsageError
-from .estimators import ESTIMATORS, CreditOutput, episode_advantages
+from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
-from .logging_utils import MetricsLogger, truncate_metrics
+from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
+from .run_files import refuse_links
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
 from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
@@ -72,6 +75,15 @@ def _eval_on_record(run_dir: Path, step: int) -> bool:
                                   for r in read_jsonl(path))
 
 
+def _first_missing(path: Path):
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir(parents=True)``
+    creates), or None when ``path`` exists."""
+    path, missing = path.absolute(), None
+    while not path.exists() and not path.is_symlink():
+        missing, path = path, path.parent
+    return missing
+
+
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919) % (2 ** 31)
 
@@ -89,6 +101,11 @@ class Trainer:
         self.cfg = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
+        self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
+        self.report_to = parse_report_to(cfg.log.report_to)
+        check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
+        refuse_links(self.run_dir)     # nothing of the run is written through a link
+        created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
@@ -96,6 +113,8 @@ class Trainer:
             self._setup()
         except BaseException:
             self.lock.release()
+            if created is not None:      # a refused new run leaves no half-made directory
+                shutil.rmtree(created, ignore_errors=True)
             raise
 
     def _setup(self) -> None:
@@ -107,47 +126,68 @@ class Trainer:
         if cfg.resume and (self.run_dir / "config.yaml").is_file():
             # never rewrite config.yaml with other run-defining values (docs/run_directory.md)
             check_resume(load_settings(Config, self.run_dir / "config.yaml"), cfg)
-        ckpt = latest_checkpoint(self.run_dir) if cfg.resume else None
         self.device = resolve_device(cfg.model.device)
-
-        torch.manual_seed(cfg.seed)
-        self.model, self.tokenizer = build_policy(
-            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from)
-        self.model.to(self.device)
-        if cfg.model.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+        self.step_done = 0
+        found = load_checkpoint(self.run_dir, self._load_checkpoint) if cfg.resume else None
+        if found is None:
+            self._build_model(None)
+            if cfg.resume:
+                truncate_metrics(self.run_dir, 0)     # nothing was checkpointed: start over
+        else:
+            self.step_done = found[1]
+            truncate_metrics(self.run_dir, self.step_done)
         self.ref_model = None
         if cfg.loss.use_kl:   # the frozen initial policy (same seed / same weights)
             torch.manual_seed(cfg.seed)
-            self.ref_model, _ = build_policy(cfg.model, weights_from=cfg.init_from)
+            self.ref_model, _ = build_policy(cfg.model, weights_from=cfg.init_from,
+                                             weights_key="init_from")
             self.ref_model.to(self.device).eval().requires_grad_(False)
-        o = cfg.optim
-        self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
-        warm = o.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.step_done = 0
-        if cfg.resume and ckpt is None:
-            truncate_metrics(self.run_dir, 0)     # nothing was checkpointed: start over
-        if ckpt is not None:
-            state = load_state(ckpt)
-            restore_optimizer(self.optimizer, state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.step_done = int(state["trainer"]["step"])
-            truncate_metrics(self.run_dir, self.step_done)
         save_config(cfg, self.run_dir / "config.yaml")
 
-        self.suite = make_suite(cfg.env)
+        self.spec = get_spec(cfg.env["name"])         # the environment's EnvSpec
+        self.suite = self.spec.make_suite(cfg.env)
         if not self.suite.train_tasks:
             raise ValueError("env: the environment has no training tasks")
-        self.prompts = env_prompts(cfg.env)
+        self.prompts = self.spec.prompts
         self.pool = self.suite.make_pool(cfg.rollout.num_env_workers)
         try:
             self.engine = make_engine(cfg, self.model, self.tokenizer)   # rollout.engine
         except BaseException:
             self.pool.close()
             raise
-        self.labeller = None          # credit_quality.PlanLabeller, made on first use
+        self.labeller = None          # the env's plan_labels labeller, made on first use
+
+    def _build_model(self, ckpt: Path | None) -> None:
+        """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
+        scheduler."""
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.model, self.tokenizer = build_policy(
+            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
+            weights_key=str(ckpt / "policy") if ckpt else "init_from")
+        self.model.to(self.device)
+        if cfg.model.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        o = cfg.optim
+        self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
+        warm = o.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+
+    def _load_checkpoint(self, ckpt: Path) -> int:
+        """Model, optimizer and scheduler from checkpoint ``ckpt``; -> its step.
+        CheckpointError when it does not fit this run (load_checkpoint then tries the
+        next older one)."""
+        state = load_state(ckpt)                      # validated state.json + tensors
+        try:
+            self._build_model(ckpt)
+        except CheckpointError:
+            raise
+        except UsageError as exc:                     # weights of the wrong shape, ...
+            raise CheckpointError(str(exc)) from None
+        restore_optimizer(self.optimizer, state["optimizer"])
+        restore_scheduler(self.scheduler, state["scheduler"])
+        return int(state["trainer"]["step"])
 
     # ------------------------------------------------------------------ one step
     def step(self, step: int) -> dict:
@@ -179,19 +219,18 @@ class Trainer:
         return rec
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
-        """Planner labels of the step's actions and the method's credit AUC into ``rec``
-        (credit_quality.py, docs/credit_quality.md); returns the labels [N][turns]."""
+        """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
+        method's credit AUC into ``rec`` (credit_quality.py, docs/credit_quality.md);
+        returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:
-            self.labeller = PlanLabeller()
+            self.labeller = self.spec.load("plan_labels")()
         before = dict(self.labeller.stats)
-        labels = label_episodes(batch.episodes, self.labeller)
+        labels = self.labeller.label_episodes(batch.episodes)
         rec.update(step_credit_quality(batch, credit.advantages, labels, seed=seed))
         st = self.labeller.stats
-        rec.update({"credit_quality/planner_calls": st["planner_calls"] - before["planner_calls"],
-                    "credit_quality/cache_hits": st["cache_hits"] - before["cache_hits"],
-                    "credit_quality/mismatches": st["mismatches"] - before["mismatches"],
-                    "time/credit_quality": time.perf_counter() - t})
+        rec.update({f"credit_quality/{k}": st[k] - before[k] for k in LABELLER_COUNTS if k in st})
+        rec["time/credit_quality"] = time.perf_counter() - t
         return labels
 
     def rollout(self, tasks: list) -> list:
@@ -211,7 +250,7 @@ class Trainer:
         reference log-probs when KL is on."""
         cfg, B = self.cfg, len(batch)
         n = batch.num_episodes
-        batch.episode_adv = episode_advantages(batch, cfg.estimator)       # [N]
+        fill_episode_advantages(batch, self.params)                        # [N] A_i
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
                             if self.estimator.needs_teacher else [None] * n)
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
@@ -219,7 +258,8 @@ class Trainer:
         teachers = teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                                 max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                                 skip_zero_advantage=cfg.teacher.skip_zero_advantage,
-                                placement=cfg.teacher.hint_placement)
+                                placement=cfg.teacher.hint_placement,
+                                task_prefix=self.spec.task_line_prefix)
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
         stats = ScoreStats()
@@ -258,7 +298,7 @@ class Trainer:
         """The estimator named by ``config.method`` on the scored batch; sets
         ``batch.advantages`` [B, L]."""
         if len(batch):
-            out = self.estimator.fn(batch, self.cfg.estimator)
+            out = self.estimator.fn(batch, self.params)
         else:   # every episode ended before its first turn or by an env fault
             out = CreditOutput(torch.zeros(0, batch.width), torch.zeros(0))
         batch.advantages = out.advantages
@@ -354,7 +394,8 @@ class Trainer:
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
-                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress)
+                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress,
+                                   report_to=self.report_to, config=cfg.to_dict())
             if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
                     self.run_dir, 0):
                 self.evaluate(0, logger)

@@ -73,7 +73,8 @@ def run(args) -> int:
                 continue        # this split has no game of that family
         model_dir = _model_dir(args)
         torch.manual_seed(0)
-        model, tok = build_policy(None, weights_from=model_dir)
+        model, tok = build_policy(None, weights_from=model_dir,
+                                 weights_key="--model" if args.model else "--run")
     except (FileNotFoundError, ValueError) as exc:
         print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,5 @@
 """Engine-independent pieces shared by the verl and TRL integrations.
 
-- ``successful_peers``: the teacher rule of docs/method.md §3 per group.
 - ``generation_suffix_ids`` / ``insert_hint``: where the hint goes in a chat prompt that is
   already token ids (the end of the last user message, before the assistant header), and
   the hint's truncation (``cut_hint``: the hint is cut, never the task); ``prepend_hint``:
@@ -9,39 +8,20 @@
   (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
+- ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
+The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) and
+the hint constants are the trainer's too: sharpo_train/credit.py.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
 
-HINT_SEPARATOR = "\n\n"
+from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
-TRUNCATION_MARK = " ..."
-MIN_HINT_TOKENS = 8          # fewer hint tokens than this fit: the row gets no teacher
-SUCCESS_THRESHOLD = 0.5      # success <=> reward >= threshold (1/0 rewards and verl-agent's 10/0)
-
-
-def successful_peers(groups: Sequence, success: Sequence[bool]) -> list[Optional[int]]:
-    """peer[e] = index of the successful episode whose trajectory is e's hint, or None.
-
-    Rule (docs/method.md §3, deterministic): in e's group, the first successful episode
-    (in batch order) other than e. A failed episode gets the group's first success; a
-    successful one the first *other* success; the group's only success and every episode of
-    a group without success get None.
-    """
-    if len(groups) != len(success):
-        raise ValueError(f"success: expected {len(groups)} values, got {len(success)}")
-    winners: dict = {}
-    for e, (g, ok) in enumerate(zip(groups, success)):
-        if ok:
-            winners.setdefault(g, []).append(e)
-    peers: list[Optional[int]] = []
-    for e, g in enumerate(groups):
-        cands = [w for w in winners.get(g, []) if w != e]
-        peers.append(cands[0] if cands else None)
-    return peers
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:
@@ -157,3 +137,37 @@ def left_pad(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]
         "input_ids": torch.cat([prompt_t, resp_t], dim=1), "attention_mask": attn,
         "position_ids": (attn.cumsum(-1) - 1).clamp(min=0), "response_mask": rmask,
     }
+
+
+def check_sharpo_settings(c) -> None:
+    """ValueError/TypeError naming the field of ``c`` (TRL's SharpoConfig, or any object
+    with these attributes) that is out of range: lam in [0, 1], alpha
+    in (0, 1), tau > 0, 0 < rho_min <= rho_max, success_threshold (all finite real numbers,
+    never a bool), max_hint_tokens an int >= MIN_HINT_TOKENS, hint_template a format string
+    using only ``{hint}``. An infinite tau or rho_max or a NaN threshold would silently
+    turn SHARPO into plain GRPO (docs/method.md §4)."""
+    for name in ("lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"):
+        v = getattr(c, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: expected a real number, got {type(v).__name__} {v!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"{name}: expected a finite number, got {v}")
+    if not 0.0 <= c.lam <= 1.0:
+        raise ValueError(f"lam: expected 0 <= lam <= 1, got {c.lam}")
+    if not 0.0 < c.alpha < 1.0:
+        raise ValueError(f"alpha: expected 0 < alpha < 1, got {c.alpha}")
+    if not c.tau > 0.0:
+        raise ValueError(f"tau: expected tau > 0, got {c.tau}")
+    if not 0.0 < c.rho_min <= c.rho_max:
+        raise ValueError(f"rho_min/rho_max: expected 0 < rho_min <= rho_max, got {c.rho_min}, {c.rho_max}")
+    if isinstance(c.max_hint_tokens, bool) or not isinstance(c.max_hint_tokens, int):
+        raise TypeError(f"max_hint_tokens: expected an int, got {type(c.max_hint_tokens).__name__}")
+    if c.max_hint_tokens < MIN_HINT_TOKENS:
+        raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {c.max_hint_tokens}")
+    if not isinstance(c.hint_template, str) or "{hint}" not in c.hint_template:
+        raise ValueError("hint_template: must be a string containing '{hint}'")
+    try:
+        c.hint_template.format(hint="")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"hint_template: {{hint}} is the only field it may use "
+                         f"(literal braces doubled: '{{{{' '}}}}'); format failed: {exc!r}") from None

@@ -10,16 +10,22 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
    ``common.successful_peers`` (first other success in the group); the peer's completion
    (for a multi-turn episode its whole text, tool results included) is the hint;
 3. one no-grad pass of the current (= old, before this step's update) policy scores each
-   completion after ``prompt + hint`` (hint at the end of the last user message, at most
-   ``max_hint_tokens``, cut with " ..."; the prompt is never cut); only completions with
-   a teacher are scored;
+   completion after ``prompt + hint`` (conversational prompts: the hint at the end of the
+   last user message; plain-text prompts, with or without a chat template: the hint before
+   the prompt text; at most ``max_hint_tokens``, cut with " ..."; the prompt is never
+   cut); only completions with a teacher are scored, and nothing is scored at ``lam=0``
+   (the advantage is then A_i on every token);
 4. segments (``segmenter="tags"``): the <think>/<action> spans of each model turn (a turn =
    a run of completion tokens with ``tool_mask`` 1); a completion with no tag anywhere is
    one segment; ``segmenter="completion"``: always one segment;
 5. ``sharpo_kernels.segment_advantage`` with A_i = TRL's own GRPO advantage; a group
    with no success, or a completion that is its group's only success, keeps A_i.
 
-Logged with TRL's metrics: ``sharpo/teacher_coverage`` (fraction of completions with a
+Multi-turn (``tools=`` / ``environment_factory=``) with a ChatML tokenizer whose template
+has no tool calling (SmolLM2-Instruct, the project's tokenizer): the constructor installs
+sharpo's ChatML tool-calling template (``chat_templates.enable_tool_calling``) first.
+
+Logged with TRL's metrics (``_metrics``, so every ``report_to`` backend receives them): ``sharpo/teacher_coverage`` (fraction of completions with a
 teacher), ``sharpo/gap_mean`` and ``sharpo/weight_mean`` (over scored segments).
 """
 from __future__ import annotations
@@ -36,11 +42,12 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
-from sharpo_kernels import segment_advantage
+from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
+from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
-from sharpo_train.integrations.common import (HINT_TEMPLATE, MIN_HINT_TOKENS, SUCCESS_THRESHOLD,
-                                              generation_suffix_ids, insert_hint, leading_special_count,
-                                              left_pad, prepend_hint, response_segment_ids, successful_peers)
+from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
+                                              insert_hint, leading_special_count, left_pad, prepend_hint,
+                                              response_segment_ids)
 
 logger = logging.get_logger(__name__)
 
@@ -50,11 +57,11 @@ SEGMENTERS = ("tags", "completion")
 @dataclass
 class SharpoConfig(GRPOConfig):
     """``GRPOConfig`` plus SHARPO's settings (docs/method.md §4 for the parameters)."""
-    lam: float = field(default=0.2, metadata={"help": "SHARPO mixing weight lambda, in [0, 1]."})
-    alpha: float = field(default=0.5, metadata={"help": "Bound of the segment weight deviation, in (0, 1)."})
-    tau: float = field(default=1.0, metadata={"help": "Temperature of the gap squashing, > 0."})
-    rho_min: float = field(default=0.25, metadata={"help": "Lower clip of the length factor, > 0."})
-    rho_max: float = field(default=4.0, metadata={"help": "Upper clip of the length factor, >= rho_min."})
+    lam: float = field(default=D.lam, metadata={"help": "SHARPO mixing weight lambda, in [0, 1]."})
+    alpha: float = field(default=D.alpha, metadata={"help": "Bound of the segment weight deviation, in (0, 1)."})
+    tau: float = field(default=D.tau, metadata={"help": "Temperature of the gap squashing, > 0."})
+    rho_min: float = field(default=D.rho_min, metadata={"help": "Lower clip of the length factor, > 0."})
+    rho_max: float = field(default=D.rho_max, metadata={"help": "Upper clip of the length factor, >= rho_min."})
     success_threshold: float = field(default=SUCCESS_THRESHOLD,
                                      metadata={"help": "A completion succeeds when its reward >= this."})
     hint_template: str = field(default=HINT_TEMPLATE, metadata={"help": "Hint text; {hint} = the peer's completion."})
@@ -63,20 +70,9 @@ class SharpoConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"lam: expected 0 <= lam <= 1, got {self.lam}")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha: expected 0 < alpha < 1, got {self.alpha}")
-        if not self.tau > 0.0:
-            raise ValueError(f"tau: expected tau > 0, got {self.tau}")
-        if not 0.0 < self.rho_min <= self.rho_max:
-            raise ValueError(f"rho_min/rho_max: expected 0 < rho_min <= rho_max, got {self.rho_min}, {self.rho_max}")
+        check_sharpo_settings(self)
         if self.segmenter not in SEGMENTERS:
             raise ValueError(f"segmenter: expected one of {SEGMENTERS}, got {self.segmenter!r}")
-        if int(self.max_hint_tokens) < MIN_HINT_TOKENS:
-            raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {self.max_hint_tokens}")
-        if "{hint}" not in self.hint_template:
-            raise ValueError("hint_template: must contain '{hint}'")
 
 
 def completion_segment_ids(tokenizer, ids: list[int], turn_mask: list[int], segmenter: str = "tags") -> list[int]:
@@ -247,7 +243,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
                             lead=self._sharpo_lead, template=a.hint_template)
 
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
-        scored = (~torch.isnan(res.gap)) & has_teacher[:, None] & (base != 0)[:, None]
+        scored = scored_segments(res.gap, base, has_teacher)
         dev = base.device
         stats = torch.tensor([float(has_teacher.sum()), float(has_teacher.numel()),
                               float(res.gap[scored].sum()), float(res.weight[scored].sum()), float(scored.sum())],

@@ -5,9 +5,11 @@ environment step. Non-tensor ``uid`` names the group (one task, G episodes), ``t
 the episode; every row of an episode carries the episode's reward on its last valid token.
 
 - ``compute_sharpo_advantage(data)``: DataProto in, ``advantages``/``returns`` [B, T] out.
-  A_i is verl's own GRPO advantage (``compute_grpo_outcome_advantage``) of the episode,
+  A_i is the installed verl's own GRPO advantage (``grpo_episode_advantage``: verl's or
+  verl-agent's ``compute_grpo_outcome_advantage``, whichever signature) of the episode,
   each episode counted once in its group; ``traj_uid`` becomes the kernel's
   ``traj_index`` (docs/training.md), so mbar is taken over the whole episode.
+- ``sharpo_settings``: ``algorithm.sharpo.*`` checked (unknown keys and bad values refused).
 - ``"sharpo"`` is registered with ``@register_adv_est`` so ``algorithm.adv_estimator=sharpo``
   validates; the registered function cannot see teacher log-probs (verl passes an estimator
   only rewards, mask, uid and config) and says so: the trainer mixin routes the name.
@@ -22,6 +24,8 @@ the episode; every row of an episode carries the episode's reward on its last va
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -30,10 +34,11 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
-from sharpo_kernels import segment_advantage
-from sharpo_train.integrations.common import (HINT_TEMPLATE, SUCCESS_THRESHOLD, generation_suffix_ids,
-                                              insert_hint, left_pad, response_segment_ids,
-                                              successful_peers)
+from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
+from sharpo_kernels.segment_advantage.checks import check_params
+from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.integrations.common import (HINT_TEMPLATE, generation_suffix_ids, insert_hint,
+                                              left_pad, response_segment_ids)
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -41,8 +46,9 @@ except ImportError:  # pragma: no cover - the [verl] extra installs it
     tq = None
 
 TEACHER_KEY_PREFIX = "sharpoteacher"
-DEFAULTS = dict(lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25, rho_max=4.0, success_threshold=SUCCESS_THRESHOLD,
-                max_hint_tokens=512, max_teacher_prompt_length=None, hint_template=HINT_TEMPLATE)
+DEFAULTS = dict(lam=D.lam, alpha=D.alpha, tau=D.tau, rho_min=D.rho_min, rho_max=D.rho_max,
+                success_threshold=SUCCESS_THRESHOLD, max_hint_tokens=512, max_teacher_prompt_length=None,
+                hint_template=HINT_TEMPLATE)
 
 
 def _nonneg_index(values: np.ndarray) -> torch.Tensor:
@@ -63,6 +69,11 @@ def episode_advantages(token_level_rewards: torch.Tensor, uid: np.ndarray, traj_
         raise ValueError(f"uid/traj_uid: expected {B} entries, got {len(uid)}/{len(traj_uid)}")
     traj_index = _nonneg_index(np.asarray(traj_uid, dtype=object))
     scores = token_level_rewards.float().sum(-1)
+    bad = ~torch.isfinite(scores)
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"token_level_rewards: non-finite reward {float(scores[r])} in row {r} "
+                         f"(traj_uid {traj_uid[r]!r}); rewards must be finite")
     N = int(traj_index.max()) + 1 if B else 0
     first = torch.full((N,), B, dtype=torch.long).scatter_reduce(0, traj_index, torch.arange(B), "amin")
     reward = scores[first]
@@ -72,15 +83,31 @@ def episode_advantages(token_level_rewards: torch.Tensor, uid: np.ndarray, traj_
     for r in range(B):
         if uid[r] != ep_uid[traj_index[r]]:
             raise ValueError(f"uid: rows of traj_uid {traj_uid[r]!r} belong to different uid groups")
-    # verl's own GRPO on one row per episode: [N, 1] rewards -> [N, 1] advantages
-    adv, _ = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=reward[:, None], response_mask=torch.ones(N, 1), index=ep_uid,
-        epsilon=epsilon, norm_adv_by_std_in_grpo=norm_adv_by_std)
-    return traj_index, adv[:, 0].float(), reward, _nonneg_index(ep_uid)
+    adv = grpo_episode_advantage(reward, ep_uid, norm_adv_by_std=norm_adv_by_std, epsilon=epsilon)
+    return traj_index, adv, reward, _nonneg_index(ep_uid)
 
 
-def compute_sharpo_advantage(data: DataProto, lam: float = 0.2, alpha: float = 0.5, tau: float = 1.0,
-                             rho_min: float = 0.25, rho_max: float = 4.0, norm_adv_by_std: bool = True,
+def grpo_episode_advantage(reward: torch.Tensor, groups: np.ndarray, *, norm_adv_by_std: bool = True,
+                           epsilon: float = 1e-6) -> torch.Tensor:
+    """[N] episode rewards -> [N] fp32 advantages by the installed verl's own
+    ``core_algos.compute_grpo_outcome_advantage``, one row per episode (docs/method.md §1).
+
+    verl-agent's fork of that function takes a required ``traj_index`` (verl 0.9.1's does
+    not): it is passed, one id per episode, when the signature names it. With one row per
+    episode its ``compute_mean_std_cross_steps`` modes agree.
+    """
+    N = reward.shape[0]
+    fn = core_algos.compute_grpo_outcome_advantage
+    kwargs = dict(token_level_rewards=reward.float()[:, None], response_mask=torch.ones(N, 1),
+                  index=np.asarray(groups, dtype=object), epsilon=epsilon, norm_adv_by_std_in_grpo=norm_adv_by_std)
+    if "traj_index" in inspect.signature(fn).parameters:
+        kwargs["traj_index"] = np.arange(N)
+    adv, _ = fn(**kwargs)      # [N, 1]
+    return adv[:, 0].float()
+
+
+def compute_sharpo_advantage(data: DataProto, lam: float = D.lam, alpha: float = D.alpha, tau: float = D.tau,
+                             rho_min: float = D.rho_min, rho_max: float = D.rho_max, norm_adv_by_std: bool = True,
                              epsilon: float = 1e-6) -> DataProto:
     """SHARPO advantages (docs/method.md §4) for a verl batch in the per-step row layout.
 
@@ -98,10 +125,16 @@ def compute_sharpo_advantage(data: DataProto, lam: float = 0.2, alpha: float = 0
         if key not in data.non_tensor_batch:
             raise ValueError(f"{key}: missing from data.non_tensor_batch")
     b = data.batch
+    if b["sharpo_has_teacher"].dtype != torch.bool:
+        raise TypeError(f"sharpo_has_teacher: expected a bool tensor, got "
+                        f"{b['sharpo_has_teacher'].dtype} (build_teacher_batch writes bool)")
+    if b["sharpo_segment_ids"].dtype.is_floating_point or b["sharpo_segment_ids"].dtype == torch.bool:
+        raise TypeError(f"sharpo_segment_ids: expected an integer tensor, got "
+                        f"{b['sharpo_segment_ids'].dtype} (build_segment_ids writes int64)")
     traj_index, a_ep, _, _ = episode_advantages(
         b["token_level_rewards"], data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"],
         norm_adv_by_std=norm_adv_by_std, epsilon=epsilon)
-    has_teacher = b["sharpo_has_teacher"].bool()
+    has_teacher = b["sharpo_has_teacher"]
     student = b["old_log_probs"].float()
     # rows without a teacher are never read by the kernel; give them finite values
     teacher = torch.where(has_teacher[:, None], b["teacher_log_probs"].float(), student)
@@ -117,7 +150,7 @@ def compute_sharpo_advantage(data: DataProto, lam: float = 0.2, alpha: float = 0
 
 def sharpo_metrics(seg, base: torch.Tensor, has_teacher: torch.Tensor) -> dict[str, float]:
     """teacher_coverage (rows with a teacher), gap_mean and weight_mean over scored segments."""
-    scored = (~torch.isnan(seg.gap)) & has_teacher[:, None] & (base != 0)[:, None]
+    scored = scored_segments(seg.gap, base, has_teacher)
     gaps, w = seg.gap[scored], seg.weight[scored]
     return {"sharpo/teacher_coverage": float(has_teacher.float().mean()) if has_teacher.numel() else 0.0,
             "sharpo/gap_mean": float(gaps.mean()) if gaps.numel() else 0.0,
@@ -142,6 +175,46 @@ def register() -> None:
         _register_trainer()
     except ImportError:   # a verl without the v1 trainer (e.g. verl-agent's fork): DataProto API only
         pass
+
+
+def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
+    """``algorithm.sharpo.*`` (a mapping, or absent) merged over ``DEFAULTS`` and checked.
+
+    An unknown key (a typo such as ``lamda``) raises ValueError naming it, the nearest known
+    key and every known key; values are checked as ``segment_advantage`` checks them.
+    ``max_teacher_prompt_length`` defaults to ``max_prompt_length + max_hint_tokens``.
+    """
+    user = algorithm.get("sharpo", None) if hasattr(algorithm, "get") else None
+    user = {} if user is None else user
+    if not hasattr(user, "keys"):
+        raise TypeError(f"algorithm.sharpo: expected a mapping of settings, got {type(user).__name__}")
+    unknown = [str(k) for k in user.keys() if k not in DEFAULTS]
+    if unknown:
+        near = {k: difflib.get_close_matches(k, list(DEFAULTS), n=1) for k in unknown}
+        named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
+        raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(DEFAULTS)}")
+    cfg = {k: user[k] if k in user else v for k, v in DEFAULTS.items()}
+    names = ("lam", "alpha", "tau", "rho_min", "rho_max")
+    try:
+        cfg.update(zip(names, check_params(*(cfg[k] for k in names))))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"algorithm.sharpo.{e}") from None
+    v = cfg["success_threshold"]
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+        raise ValueError(f"algorithm.sharpo.success_threshold: expected a finite number, got {v!r}")
+    cfg["success_threshold"] = float(v)
+    for key in ("max_hint_tokens", "max_teacher_prompt_length"):
+        v = cfg[key]
+        if v is None and key == "max_teacher_prompt_length":
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise ValueError(f"algorithm.sharpo.{key}: expected a positive integer, got {v!r}")
+        cfg[key] = int(v)
+    if "{hint}" not in str(cfg["hint_template"]):
+        raise ValueError(f"algorithm.sharpo.hint_template: must contain '{{hint}}', got {cfg['hint_template']!r}")
+    if cfg["max_teacher_prompt_length"] is None:
+        cfg["max_teacher_prompt_length"] = int(max_prompt_length) + cfg["max_hint_tokens"]
+    return cfg
 
 
 # ----------------------------------------------------------------- teacher batch
@@ -239,12 +312,7 @@ class SharpoTrainerMixin:
     """
 
     def _sharpo_settings(self) -> dict[str, Any]:
-        algo = self.config.algorithm
-        user = algo.get("sharpo", None) or {}
-        cfg = {k: user.get(k, v) if hasattr(user, "get") else v for k, v in DEFAULTS.items()}
-        if cfg["max_teacher_prompt_length"] is None:
-            cfg["max_teacher_prompt_length"] = int(self.config.data.max_prompt_length) + int(cfg["max_hint_tokens"])
-        return cfg
+        return sharpo_settings(self.config.algorithm, self.config.data.max_prompt_length)
 
     def _compute_advantage(self, batch, metrics: dict):
         if str(self.config.algorithm.adv_estimator) != "sharpo":

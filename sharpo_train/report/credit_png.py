@@ -4,9 +4,11 @@ report/credit_colors.py) and, beside it, the GRPO advantage against SHARPO's per
 advantage."""
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
+from ..io import atomic_write_bytes
 from .credit_colors import credit_factor, factor_rgb, factor_scale, group_lam
 from .records import rollout_succeeded
 
@@ -66,7 +68,8 @@ def render_group_png(record: dict, group_index: int, out_png: str | Path) -> Pat
     ticks = [-scale, -scale / 2, 0.0, scale / 2, scale]
     bar.set_ticks(ticks, labels=[f"×{math.exp(t):.3g}" for t in ticks])
     out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=80, bbox_inches="tight")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    atomic_write_bytes(out_png, buf.getvalue())      # a link in its place is not followed
     plt.close(fig)
     return out_png

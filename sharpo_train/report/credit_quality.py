@@ -78,7 +78,8 @@ def write_credit_quality_report(run_dir, methods: Optional[Sequence[str]] = None
     text = (f"# Credit quality of {run_dir}\n\nEvery method recomputed on the same saved "
             f"batches (steps {', '.join(s.lstrip('0') or '0' for s in steps)}); "
             f"docs/credit_quality.md.\n\n{table}\n")
-    path = Path(out) if out else run_dir / "report" / "credit_quality.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    from ..io import atomic_write_text
+    from ..run_files import run_subdir
+    path = Path(out) if out else run_subdir(run_dir, "report") / "credit_quality.md"
+    atomic_write_text(path, text)           # a link in its place is replaced, not followed
     return path, table

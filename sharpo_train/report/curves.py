@@ -3,10 +3,12 @@ greedy success on a fixed sample of training tasks at the eval steps (eval.train
 and held-out success at the eval steps; several runs of one method are averaged."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_write_bytes
 from .records import read_metrics
 
 
@@ -93,7 +95,8 @@ def plot_learning_curves(runs: dict[str, list[str | Path]], out_png: str | Path,
     fig.suptitle(title)
     fig.tight_layout()
     out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    atomic_write_bytes(out_png, buf.getvalue())      # a link in its place is not followed
     plt.close(fig)
     return out_png

@@ -2,12 +2,11 @@
 (schemas in docs/run_directory.md)."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from ..errors import UsageError
-from ..io import read_jsonl
+from ..io import loads_json, read_jsonl
 
 _CREDIT_NAME = re.compile(r"^step_(\d+)\.json$")
 
@@ -49,9 +48,9 @@ def load_credit_record(run_dir: str | Path, step: int) -> dict:
         raise CreditRecordError(f"--step {step}: no credit record {path} "
                                 f"(steps with records: {have or 'none'})")
     try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CreditRecordError(f"{path}: not JSON ({exc})") from exc
+        record = loads_json(path.read_text(encoding="utf-8", errors="replace"), path)
+    except UsageError as exc:       # not JSON, or nested too deeply
+        raise CreditRecordError(str(exc)) from None
     validate_credit_record(record, str(path))
     return record
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from integrations.reference import grpo_verl, sharpo_rows
-from integrations.verl_support import needs_verl
+from integrations.verl_support import needs_verl, row_log_probs
 
 pytestmark = needs_verl
 
@@ -50,18 +50,6 @@ class FakeTQ:
     def kv_clear(self, keys, partition_id):
         for k in keys:
             self.store[partition_id].pop(k)
-
-
-def row_log_probs(model, ids, pos=None, temperature=1.0):
-    """[L] log p(ids[t+1] | ids[:t+1]) at t (0 at the last position), and entropy [L]."""
-    with torch.no_grad():
-        kw = {} if pos is None else {"position_ids": pos[None]}
-        logits = model(input_ids=ids[None], **kw).logits[0].float() / temperature
-    logp = torch.log_softmax(logits, -1)
-    lp = torch.zeros(len(ids))
-    lp[:-1] = logp[:-1].gather(-1, ids[1:, None])[:, 0]
-    ent = -(logp.exp() * logp).sum(-1)
-    return lp, ent
 
 
 class CpuLogProbWorker:

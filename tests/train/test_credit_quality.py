@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from sharpo_train.batch import StepBatch
-from sharpo_train.config import ConfigError, EstimatorConfig, load_config
+from sharpo_train.config import ConfigError, load_config
+from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.credit_quality import (TIE_TOLERANCE, Segments, credit_auc, load_batch,
                                          results_table, save_batch, score_batches,
                                          segment_coefficients, step_credit_quality)
@@ -254,7 +255,7 @@ def reference_plan_lengths(game_file, actions):
 
 
 def test_planner_labels_against_a_fresh_engine(tiny_games):
-    from sharpo_train.credit_quality import PlanLabeller
+    from sharpo_train.envs.alfworld.plan_labels import PlanLabeller
     from sharpo_train.envs.alfworld.games import GAME_FILE
     from sharpo_train.envs.alfworld.engine import AlfWorldEnv
     from sharpo_train.envs.alfworld.games import task_of

@@ -33,7 +33,6 @@ itself (``reward="score"``).
 """
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -49,7 +48,6 @@ DEFAULT_MAX_STEPS = 15
 REWARD_MODES = ("success", "score")
 SEARCH_PLACEHOLDER = "search[<your query>]"
 SUB_PAGES = {"description": "Description", "features": "Features", "reviews": "Reviews"}
-_ACTION_RE = re.compile(r"(.+)\[(.+)\]")
 
 
 class WebShopWorld:
@@ -104,13 +102,20 @@ def get_world(data_dir=None, price_seed: int = PRICE_SEED) -> WebShopWorld:
 
 
 def parse_webshop_action(action) -> tuple[Optional[str], Optional[str]]:
-    """WebShop's action parsing: 'name[arg]' -> (name, arg lower-cased); else (action, None)."""
+    r"""WebShop's action parsing: 'name[arg]' -> (name, arg lower-cased); else (action, None).
+
+    The result of WebShop's ``re.match(r"(.+)\[(.+)\]", action)`` (greedy: ``name`` up to
+    the last '[' that still leaves an argument before the last ']' of the first line),
+    found with two ``rfind`` scans: linear in the length, where the regex backtracks
+    quadratically on a ``search[`` followed by many '['."""
     if not isinstance(action, str):
         return None, None
-    m = _ACTION_RE.match(action)
-    if m is None:
+    line = action.partition("\n")[0]           # the regex's '.' stops at a newline
+    close = line.rfind("]")
+    start = line.rfind("[", 1, close - 1) if close >= 3 else -1   # name and arg non-empty
+    if start < 1:
         return action, None
-    return m.group(1), m.group(2).lower()
+    return line[:start], line[start + 1:close].lower()
 
 
 @dataclass

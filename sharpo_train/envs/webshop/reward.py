@@ -25,6 +25,7 @@ WebShop's current code loads ``en_core_web_sm`` (its first release used ``_lg``)
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Mapping, Optional
 
@@ -141,25 +142,58 @@ _GOAL_KEYS = ("asin", "query", "name", "product_category", "attributes", "price_
 
 
 def check_goal(goal) -> None:
+    """TypeError/ValueError naming ``goal[<key>]`` when the goal lacks a key the reward
+    reads or holds a value of the wrong kind (texts, a list of attribute texts, options as
+    {name: value} or [value, ...] texts, a finite price_upper >= 0)."""
     if not isinstance(goal, Mapping):
         raise TypeError(f"goal: expected a dict, got {type(goal).__name__}")
     missing = [k for k in _GOAL_KEYS if k not in goal]
     if missing:
         raise ValueError(f"goal: missing key(s) {missing}")
-    if not goal["attributes"]:
-        raise ValueError("goal: 'attributes' is empty")
+    for key in ("asin", "query", "name", "product_category"):
+        if not isinstance(goal[key], str):
+            raise TypeError(f"goal[{key!r}]: expected a string, got {type(goal[key]).__name__}")
+    attrs = goal["attributes"]
+    if not isinstance(attrs, (list, tuple)) or not all(isinstance(a, str) for a in attrs):
+        raise TypeError(f"goal['attributes']: expected a list of strings, got {attrs!r:.80}")
+    if not attrs:
+        raise ValueError("goal['attributes']: is empty")
+    _check_price(goal["price_upper"], "goal['price_upper']")
+    opts = goal["goal_options"]
+    values = list(opts.items()) if isinstance(opts, Mapping) else opts
+    if not isinstance(values, (list, tuple)) or not all(
+            isinstance(v, str) or (isinstance(v, tuple) and all(isinstance(x, str) for x in v))
+            for v in values) or (isinstance(opts, Mapping) and not all(isinstance(k, str) for k in opts)):
+        raise TypeError(f"goal['goal_options']: expected {{name: value}} or [value, ...] of "
+                        f"strings, got {opts!r:.80}")
+
+
+def _check_price(value, name: str) -> float:
+    """A finite number >= 0 (a bool or a string is not a price)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: expected a finite price >= 0, got {value!r}")
+    return float(value)
 
 
 def compute_reward(catalogue, goal: Mapping, asin: str, options: Optional[Mapping] = None,
                    price: Optional[float] = None) -> float:
+    """WebShop's reward (module docstring); TypeError/ValueError naming the argument
+    (``goal[...]``, ``asin``, ``options[...]``, ``price``) on a malformed input."""
     check_goal(goal)
-    if not isinstance(asin, str) or asin.upper() not in catalogue.by_asin:
-        raise ValueError(f"asin: {asin!r} is not in the catalogue")
+    if not isinstance(asin, str):
+        raise TypeError(f"asin: expected a string, got {type(asin).__name__}")
+    if asin.upper() not in catalogue.by_asin:
+        raise ValueError(f"asin: {asin[:40]!r} is not in the catalogue")
     options = {} if options is None else options
     if not isinstance(options, Mapping):
         raise TypeError(f"options: expected a mapping of option name -> value, got "
                         f"{type(options).__name__}")
+    for name, value in options.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"options[{name!r:.40}]: expected option name and value strings, "
+                            f"got {type(name).__name__} -> {type(value).__name__}")
     asin = asin.upper()
-    if price is None:
-        price = catalogue.prices[asin]
+    price = catalogue.prices[asin] if price is None else _check_price(price, "price")
     return reward_details(catalogue.by_asin[asin], goal, options, float(price))["reward"]

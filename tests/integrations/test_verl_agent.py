@@ -1,0 +1,280 @@
+"""sharpo_train.integrations.verl_agent: SHARPO in verl-agent's RayPPOTrainer.fit().
+
+The property tests run on verl 0.9.1's DataProto (.venv-verl) with batches shaped as
+verl-agent's rollout makes them (one row per step, episode by episode), then changed as its
+fit() changes them: copied rows (adjust_batch), reordered rows (_balance_batch), the
+invalid-action penalty on single steps. The one stand-in is the actor worker group
+(verl_support.CpuActorWorkerGroup: its FSDP workers need GPUs).
+
+`test_against_verl_agent_checkout` runs tests/integrations/verl_agent_checkout.py against a
+verl-agent source tree named by VERL_AGENT_SRC (docs/integrations.md says how to get one),
+in a subprocess, since verl-agent brings its own `verl` package.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from integrations.verl_support import (AGENT_EPISODES, CpuActorWorkerGroup, agent_step_rows,
+                                       expected_agent_advantages, needs_verl)
+
+LAM, ALPHA, TAU, HINT, PLEN, COEF = 0.3, 0.5, 0.5, 96, 256, 0.1
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from sharpo_train.model import build_policy
+
+    torch.manual_seed(0)
+    model, tok = build_policy(None)
+    return model.eval(), tok
+
+
+def agent_config(**sharpo):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({
+        "algorithm": {"adv_estimator": "sharpo", "use_kl_in_reward": False, "norm_adv_by_std_in_grpo": True,
+                      "sharpo": {"lam": LAM, "alpha": ALPHA, "tau": TAU, "max_hint_tokens": HINT, **sharpo}},
+        "data": {"max_prompt_length": PLEN},
+        "actor_rollout_ref": {"actor": {"use_invalid_action_penalty": True, "invalid_action_penalty_coef": COEF},
+                              "rollout": {"multi_turn": {"enable": False}}},
+    })
+
+
+def rollout_batch(tok, rows):
+    """The DataProto verl-agent's gather_rollout_data returns (tensors as its workers pad them)."""
+    from verl import DataProto
+
+    from sharpo_train.integrations.common import left_pad
+
+    t = left_pad([r["prompt"] for r in rows], [r["response"] for r in rows], tok.pad_token_id)
+    t.pop("response_mask")
+    return DataProto.from_dict(tensors=t, non_tensors={
+        "uid": np.array([r["uid"] for r in rows], dtype=object),
+        "traj_uid": np.array([r["traj_uid"] for r in rows], dtype=object),
+        "episode_rewards": np.array([r["reward"] for r in rows], dtype=object),
+        "is_action_valid": np.array([r["valid"] for r in rows], dtype=object)})
+
+
+def rewards_and_old_log_probs(batch, worker, coef=COEF):
+    """fit()'s steps between the reorder and the advantage: response_mask, the episode reward
+    on the last response token (EpisodeRewardManager), minus coef on an invalid step
+    (apply_invalid_action_penalty), old log-probs from the worker group."""
+    b = batch.batch
+    T = b["responses"].shape[1]
+    b["response_mask"] = b["attention_mask"][:, -T:]
+    scores = torch.zeros(len(batch), T)
+    last = b["response_mask"].sum(-1) - 1
+    for i in range(len(batch)):
+        scores[i, last[i]] = float(batch.non_tensor_batch["episode_rewards"][i])
+        scores[i, last[i]] -= coef * (1.0 - float(batch.non_tensor_batch["is_action_valid"][i]))
+    b["token_level_scores"] = scores
+    b["token_level_rewards"] = scores.clone()
+    b["old_log_probs"] = worker.compute_log_prob(batch).batch["old_log_probs"]
+    worker.calls.clear()
+    return batch
+
+
+def fit_step(policy, *, copies=(), order=None, coef=COEF, config=None, mark=True, world_size=2):
+    """Rollout -> mark_rows -> copies -> reorder -> rewards -> sharpo_advantage."""
+    from verl import DataProto
+
+    from sharpo_train.integrations.verl_agent import mark_rows, sharpo_advantage
+
+    model, tok = policy
+    rows = agent_step_rows(tok)
+    batch = rollout_batch(tok, rows)
+    if mark:
+        mark_rows(batch)
+    if copies:                                        # adjust_batch(mode="copy")
+        batch = DataProto.concat([batch, batch.select_idxs(np.array(copies))])
+    if order is not None:                             # _balance_batch
+        batch.reorder(torch.as_tensor(order))
+    worker = CpuActorWorkerGroup(model, world_size=world_size)
+    batch = rewards_and_old_log_probs(batch, worker, coef)
+    trainer = SimpleNamespace(config=config or agent_config(), tokenizer=tok, actor_rollout_wg=worker)
+    batch, metrics = sharpo_advantage(trainer, batch)
+    return rows, batch, metrics, worker
+
+
+@needs_verl
+def test_copied_and_reordered_rows_get_their_original_advantages(policy):
+    model, tok = policy
+    copies = [1, 4, 6, 8, 0, 2]                                 # 10 rows + 6 copies
+    order = torch.randperm(16, generator=torch.Generator().manual_seed(3)).tolist()
+    rows, batch, metrics, worker = fit_step(policy, copies=copies, order=order, world_size=4)
+    T = batch.batch["responses"].shape[1]
+    want, t_prompts = expected_agent_advantages(model, tok, rows, coef=COEF, lam=LAM, alpha=ALPHA, tau=TAU,
+                                                max_prompt_length=PLEN + HINT, max_hint_tokens=HINT, width=T)
+    original = (list(range(10)) + copies)
+    orig_of = [original[j] for j in order]                      # batch row -> rollout row
+    assert batch.non_tensor_batch["sharpo_row"].tolist() == orig_of
+    torch.testing.assert_close(batch.batch["advantages"].double(), want[orig_of], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batch.batch["returns"], batch.batch["advantages"])
+    assert not torch.allclose(want[0], want[0, 0].expand_as(want[0]))    # the teacher reweights tokens
+
+    # one teacher call; its rows: each row with a teacher once, in episode/step order, its
+    # hint the peer's steps in order (none repeated), padded to the worker group's size
+    assert len(worker.calls) == 1
+    sent = worker.calls[0]
+    with_teacher = [r for r, tp in enumerate(t_prompts) if tp is not None]
+    assert len(with_teacher) == 6 and len(sent) == 8            # padded to a multiple of 4
+    real = sent.batch["attention_mask"].bool()
+    got = [sent.batch["input_ids"][i][real[i]].tolist() for i in range(len(sent))]
+    for i, r in enumerate(with_teacher):
+        assert got[i] == t_prompts[r] + rows[r]["response"]
+    t1 = tok.decode(got[with_teacher.index(2)])                 # rollout row 2: episode t1, peer t0
+    assert t1.count("Step 1: ") == 1 and t1.count("Step 2: ") == 1 and "Step 3" not in t1
+    assert t1.index("find egg") < t1.index("take egg 1")
+
+    assert metrics["sharpo/copied_rows"] == 6.0 and metrics["sharpo/teacher_rows"] == len(with_teacher)
+    for k in ("sharpo/teacher_coverage", "sharpo/gap_mean", "sharpo/weight_mean", "sharpo/penalty_mean"):
+        assert isinstance(metrics[k], float)
+
+
+@needs_verl
+def test_any_order_and_copies_give_the_same_advantages(policy):
+    _, plain, _, _ = fit_step(policy)
+    order = list(range(12))[::-1]
+    _, moved, _, _ = fit_step(policy, copies=[0, 9], order=order)
+    marks = moved.non_tensor_batch["sharpo_row"]
+    torch.testing.assert_close(moved.batch["advantages"], plain.batch["advantages"][torch.as_tensor(marks)])
+
+
+@needs_verl
+def test_penalty_stays_on_its_step_and_outcome_comes_from_episode_rewards(policy):
+    rows, free, _, _ = fit_step(policy, coef=0.0)
+    _, pen, m, _ = fit_step(policy, coef=0.1)
+    mask = pen.batch["response_mask"].float()
+    invalid = torch.tensor([not r["valid"] for r in rows])
+    diff = pen.batch["advantages"] - free.batch["advantages"]
+    torch.testing.assert_close(diff, -0.1 * invalid[:, None].float() * mask)
+    assert m["sharpo/penalty_mean"] == pytest.approx(-0.1 * float(invalid.float().mean()), rel=1e-5)
+    # a penalty bigger than the success threshold's margin leaves success to the outcome
+    # (episode_rewards): t4 (10 - 9.8 on its invalid step) stays t3's teacher
+    _, big, _, worker = fit_step(policy, coef=9.8)
+    assert len(worker.calls) == 1
+    torch.testing.assert_close(big.batch["advantages"][5] - free.batch["advantages"][5],
+                               torch.zeros_like(free.batch["advantages"][5]))          # t3's step: valid
+    assert bool((big.batch["advantages"][6] != free.batch["advantages"][6]).any())     # t4's invalid step
+
+
+@needs_verl
+def test_grpo_called_with_and_without_traj_index(policy, monkeypatch):
+    import inspect
+
+    from verl.trainer.ppo import core_algos
+
+    original = core_algos.compute_grpo_outcome_advantage
+    assert "traj_index" not in inspect.signature(original).parameters        # verl 0.9.1's signature
+    _, plain, _, _ = fit_step(policy)
+    seen = []
+
+    def forked(token_level_rewards, response_mask, index, traj_index, epsilon=1e-6,
+               norm_adv_by_std_in_grpo=True, compute_mean_std_cross_steps=True):   # verl-agent's signature
+        seen.append((np.asarray(index).tolist(), np.asarray(traj_index).tolist()))
+        return original(token_level_rewards=token_level_rewards, response_mask=response_mask, index=index,
+                        epsilon=epsilon, norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo)
+
+    monkeypatch.setattr(core_algos, "compute_grpo_outcome_advantage", forked)
+    _, forked_out, _, _ = fit_step(policy)
+    torch.testing.assert_close(forked_out.batch["advantages"], plain.batch["advantages"])
+    (groups, traj), = seen
+    assert groups == [uid for uid, *_ in AGENT_EPISODES]          # one row per episode, in order
+    assert len(set(traj)) == len(traj) == len(AGENT_EPISODES)
+
+
+@needs_verl
+def test_missing_or_broken_marks_are_refused(policy):
+    with pytest.raises(ValueError, match="mark_rows"):
+        fit_step(policy, mark=False)
+    from sharpo_train.integrations.verl_agent import unique_rows
+
+    first, back = unique_rows(np.array([3, 1, 1, 0, 3]))
+    assert first.tolist() == [3, 1, 0] and back.tolist() == [2, 1, 1, 0, 2]
+    with pytest.raises(ValueError, match="sharpo_row"):
+        unique_rows(np.array(["a", "b"], dtype=object))
+
+
+@needs_verl
+def test_copy_marked_after_a_change_is_refused(policy):
+    from verl import DataProto
+
+    from sharpo_train.integrations.verl_agent import mark_rows, sharpo_advantage
+
+    model, tok = policy
+    batch = rollout_batch(tok, agent_step_rows(tok))
+    mark_rows(batch)
+    dup = batch.select_idxs(np.array([0, 1]))
+    dup.batch["responses"] = dup.batch["responses"].flip(0)     # rows 0 and 1 swapped: marks lie
+    batch = DataProto.concat([batch, dup])
+    worker = CpuActorWorkerGroup(model, world_size=2)
+    batch = rewards_and_old_log_probs(batch, worker)
+    with pytest.raises(ValueError, match="rows with one mark differ"):
+        sharpo_advantage(SimpleNamespace(config=agent_config(), tokenizer=tok, actor_rollout_wg=worker), batch)
+
+
+@needs_verl
+@pytest.mark.parametrize("sharpo, match", [
+    ({"lamda": 0.5}, r"unknown key 'lamda' \(did you mean 'lam'\?\); known keys: lam, alpha"),
+    ({"max_hint_token": 9}, r"did you mean 'max_hint_tokens'"),
+    ({"lam": 1.5}, r"algorithm\.sharpo\.lam: must lie in \[0, 1\]"),
+    ({"alpha": "x"}, r"algorithm\.sharpo\.alpha"),
+    ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected a positive integer"),
+    ({"success_threshold": None}, r"algorithm\.sharpo\.success_threshold"),
+    ({"hint_template": "no slot"}, r"algorithm\.sharpo\.hint_template"),
+])
+def test_config_typos_and_bad_values_are_refused(policy, sharpo, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit_step(policy, config=agent_config(**sharpo))
+
+
+@needs_verl
+def test_v1_route_refuses_the_same_typo():
+    """The v1 mixin (trainer mode sharpo_sync) reads algorithm.sharpo.* through the same check."""
+    from omegaconf import OmegaConf
+
+    from sharpo_train.integrations.verl import SharpoTrainerMixin, sharpo_settings
+
+    trainer = SimpleNamespace(config=OmegaConf.create({"algorithm": {"sharpo": {"lamda": 0.5}},
+                                                       "data": {"max_prompt_length": 100}}))
+    with pytest.raises(ValueError, match="lamda"):
+        SharpoTrainerMixin._sharpo_settings(trainer)
+    cfg = sharpo_settings(OmegaConf.create({"sharpo": {"lam": 0.5}}), 100)
+    assert cfg["lam"] == 0.5 and cfg["max_teacher_prompt_length"] == 100 + cfg["max_hint_tokens"]
+    assert sharpo_settings(OmegaConf.create({}), 10)["lam"] == 0.2
+
+
+@needs_verl
+def test_kl_in_reward_and_multi_turn_are_refused(policy):
+    cfg = agent_config()
+    cfg.algorithm.use_kl_in_reward = True
+    with pytest.raises(ValueError, match="use_kl_in_reward"):
+        fit_step(policy, config=cfg)
+    cfg = agent_config()
+    cfg.actor_rollout_ref.rollout.multi_turn.enable = True
+    with pytest.raises(ValueError, match="multi_turn"):
+        fit_step(policy, config=cfg)
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_AGENT_SRC"),
+                    reason="VERL_AGENT_SRC is not set (a verl-agent source tree; docs/integrations.md)")
+def test_against_verl_agent_checkout():
+    """verl-agent's own code: the patch applies, its patched RayPPOTrainer accepts
+    adv_estimator=sharpo and calls mark_rows before adjust_batch / _balance_batch, and
+    sharpo_advantage works on a batch made by its gather_rollout_data, adjust_batch,
+    _balance_batch, EpisodeRewardManager, apply_invalid_action_penalty and GRPO."""
+    repo = Path(__file__).resolve().parents[2]
+    src = Path(os.environ["VERL_AGENT_SRC"]).resolve()
+    python = os.environ.get("VERL_AGENT_PYTHON", sys.executable)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(repo), str(repo / "tests")]))
+    proc = subprocess.run([python, str(Path(__file__).with_name("verl_agent_checkout.py")), str(src)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "verl-agent checkout: OK" in proc.stdout

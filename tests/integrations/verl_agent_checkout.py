@@ -1,0 +1,220 @@
+"""Run by tests/integrations/test_verl_agent.py::test_against_verl_agent_checkout in a
+subprocess: ``python verl_agent_checkout.py VERL_AGENT_SRC`` with PYTHONPATH = the
+verl-agent tree, this repository and its tests/ folder (verl-agent brings its own ``verl``).
+
+Everything below is verl-agent's own code except the actor worker group
+(verl_support.CpuActorWorkerGroup; its FSDP workers need GPUs) and the tiny CPU model:
+1. configs/verl_agent/ray_trainer.patch applies to the tree (``git apply --check``);
+2. the unpatched RayPPOTrainer refuses adv_estimator=sharpo, the patched one accepts it,
+   and its fit() marks rows before adjust_batch / _balance_batch and calls
+   sharpo_advantage in place of compute_advantage;
+3. a step's batch made by TrajectoryCollector.gather_rollout_data, mark_rows,
+   adjust_batch (copies), compute_response_mask, RayPPOTrainer._balance_batch,
+   EpisodeRewardManager and apply_invalid_action_penalty gets from sharpo_advantage the
+   advantages written from docs/method.md (verl_support.expected_agent_advantages), through
+   verl-agent's core_algos.compute_grpo_outcome_advantage called with traj_index.
+Prints "verl-agent checkout: OK" at the end.
+"""
+import functools
+import importlib.util
+import inspect
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+PATCH = REPO / "configs" / "verl_agent" / "ray_trainer.patch"
+TARGET = Path("verl") / "trainer" / "ppo" / "ray_trainer.py"
+COEF, LAM, ALPHA, TAU, HINT, PLEN = 0.1, 0.3, 0.5, 0.5, 96, 256
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def patched_module(src: Path):
+    """verl-agent's ray_trainer.py with the patch applied, imported from a copy."""
+    proc = subprocess.run(["git", "apply", "--check", str(PATCH)], cwd=src, capture_output=True, text=True)
+    check(proc.returncode == 0, f"git apply --check failed in {src}: {proc.stderr}")
+    tmp = Path(tempfile.mkdtemp(prefix="sharpo-verl-agent-"))
+    (tmp / TARGET).parent.mkdir(parents=True)
+    shutil.copy(src / TARGET, tmp / TARGET)
+    proc = subprocess.run(["git", "apply", str(PATCH)], cwd=tmp, capture_output=True, text=True)
+    check(proc.returncode == 0, f"git apply failed on a copy: {proc.stderr}")
+    spec = importlib.util.spec_from_file_location("sharpo_patched_ray_trainer", tmp / TARGET)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def trainer_accepts_sharpo(rt) -> bool:
+    """RayPPOTrainer.__init__ up to its estimator check (the dataloader and config checks,
+    which need datasets and GPUs counts, are skipped)."""
+    from omegaconf import OmegaConf
+
+    class Probe(rt.RayPPOTrainer):
+        def _validate_config(self):
+            pass
+
+        def _create_dataloader(self, *args, **kwargs):
+            pass
+
+    cfg = OmegaConf.create({"actor_rollout_ref": {"hybrid_engine": True, "model": {"lora_rank": 0}},
+                            "algorithm": {"adv_estimator": "sharpo", "use_kl_in_reward": False}})
+    try:
+        t = Probe(cfg, tokenizer=None, role_worker_mapping={rt.Role.ActorRollout: object},
+                  resource_pool_manager=None)
+    except NotImplementedError:
+        return False
+    return t.use_critic is False
+
+
+def load_tokenizer():
+    """The project's shipped tokenizer (saved by transformers 5), read through
+    transformers 4's PreTrainedTokenizerFast when verl-agent's pin is installed."""
+    from sharpo_train.model import TOKENIZER_DIR, build_tokenizer
+
+    try:
+        return build_tokenizer()
+    except (AttributeError, TypeError, ValueError):
+        from transformers import PreTrainedTokenizerFast
+
+        tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER_DIR / "tokenizer.json"),
+                                      eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                      additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+        tok.chat_template = (TOKENIZER_DIR / "chat_template.jinja").read_text()
+        return tok
+
+
+def rollout(tok, rows):
+    """verl-agent's vanilla_multi_turn_loop output for these rows (per environment, per
+    step: to_list_of_dict of the step's DataProto; finished environments inactive),
+    then its gather_rollout_data."""
+    from agent_system.multi_turn_rollout import TrajectoryCollector
+    from agent_system.multi_turn_rollout.utils import to_list_of_dict
+    from verl import DataProto
+
+    from sharpo_train.integrations.common import left_pad
+
+    trajs = list(dict.fromkeys(r["traj_uid"] for r in rows))
+    steps = [[r for r in rows if r["traj_uid"] == t] for t in trajs]
+    padded = left_pad([r["prompt"] for r in rows], [r["response"] for r in rows], tok.pad_token_id)
+    padded.pop("response_mask")
+    pos = {id(r): i for i, r in enumerate(rows)}
+    total = [[] for _ in trajs]
+    for k in range(max(len(s) for s in steps)):
+        picks = [s[min(k, len(s) - 1)] for s in steps]        # finished: repeat, inactive
+        idx = torch.tensor([pos[id(r)] for r in picks])
+        step = DataProto.from_dict(
+            tensors={name: t[idx] for name, t in padded.items()},
+            non_tensors={"data_source": np.array(["alfworld"] * len(picks), dtype=object),
+                         "uid": np.array([r["uid"] for r in picks], dtype=object),
+                         "traj_uid": np.array(trajs, dtype=object),
+                         "is_action_valid": np.array([r["valid"] for r in picks], dtype=bool),
+                         "rewards": np.array([r["reward"] if k == len(s) - 1 else 0.0
+                                              for r, s in zip(picks, steps)], dtype=object),
+                         "active_masks": np.array([k < len(s) for s in steps], dtype=object)})
+        for i, d in enumerate(to_list_of_dict(step)):
+            total[i].append(d)
+    episode_rewards = np.array([s[0]["reward"] for s in steps], dtype=np.float32)
+    return TrajectoryCollector.gather_rollout_data(
+        None, total, episode_rewards=episode_rewards,
+        episode_lengths=np.array([len(s) for s in steps], dtype=np.float32),
+        success={"success_rate": episode_rewards > 0}, traj_uid=np.array(trajs, dtype=object),
+        tool_callings=np.zeros(len(trajs), dtype=np.float32))
+
+
+def main(src: Path) -> None:
+    from omegaconf import OmegaConf
+    from transformers import Qwen2ForCausalLM
+
+    import verl
+    from agent_system.multi_turn_rollout import adjust_batch
+    from agent_system.reward_manager import EpisodeRewardManager
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo import ray_trainer as original
+
+    from integrations.verl_support import CpuActorWorkerGroup, agent_step_rows, expected_agent_advantages
+    from sharpo_train.integrations import verl_agent
+    from sharpo_train.model import tiny_qwen2_config
+
+    check(Path(verl.__file__).resolve().is_relative_to(src), f"verl comes from {verl.__file__}, not {src}")
+    check("traj_index" in inspect.signature(core_algos.compute_grpo_outcome_advantage).parameters,
+          "verl-agent's GRPO should take traj_index")
+
+    # 1-2. the patch
+    rt = patched_module(src)
+    check(rt.AdvantageEstimator("sharpo") == "sharpo", "AdvantageEstimator has no 'sharpo'")
+    check(not trainer_accepts_sharpo(original), "the unpatched trainer should refuse sharpo")
+    check(trainer_accepts_sharpo(rt), "the patched trainer refuses sharpo")
+    fit = inspect.getsource(rt.RayPPOTrainer.fit)
+    at = [fit.find(s) for s in ("mark_rows(batch)", "adjust_batch(self.config, batch)", "self._balance_batch(batch",
+                                "sharpo_advantage(self, batch)", "batch = compute_advantage(")]
+    check(all(i >= 0 for i in at) and at == sorted(at), f"fit(): calls missing or out of order: {at}")
+
+    # 3. one step's data path
+    torch.manual_seed(0)
+    np.random.seed(0)
+    tok = load_tokenizer()
+    model = Qwen2ForCausalLM(tiny_qwen2_config(None, len(tok), tok)).eval()
+    rows = agent_step_rows(tok)
+    batch = rollout(tok, rows)
+    check(batch.non_tensor_batch["traj_uid"].tolist() == [r["traj_uid"] for r in rows], "rollout order")
+    verl_agent.mark_rows(batch)
+    config = OmegaConf.create({
+        "algorithm": {"adv_estimator": "sharpo", "use_kl_in_reward": False, "norm_adv_by_std_in_grpo": True,
+                      "sharpo": {"lam": LAM, "alpha": ALPHA, "tau": TAU, "max_hint_tokens": HINT}},
+        "data": {"max_prompt_length": PLEN},
+        "trainer": {"n_gpus_per_node": 2, "nnodes": 1},
+        "actor_rollout_ref": {
+            "actor": {"use_kl_loss": False, "ppo_micro_batch_size_per_gpu": 4, "ppo_mini_batch_size": 8,
+                      "use_invalid_action_penalty": True, "invalid_action_penalty_coef": COEF},
+            "ref": {"log_prob_micro_batch_size_per_gpu": 4},
+            "rollout": {"log_prob_micro_batch_size_per_gpu": 4, "multi_turn": {"enable": False}}}})
+    batch = adjust_batch(config, batch)                        # 10 rows -> 16 (6 copies)
+    check(len(batch) == 16, f"adjust_batch gave {len(batch)} rows")
+    batch.batch["response_mask"] = original.compute_response_mask(batch)
+    worker = CpuActorWorkerGroup(model, world_size=2)
+    metrics = {}
+    original.RayPPOTrainer._balance_batch(SimpleNamespace(actor_rollout_wg=worker), batch, metrics)
+    marks = batch.non_tensor_batch["sharpo_row"].tolist()
+    check(marks != sorted(marks), "_balance_batch left the rows in order (nothing tested)")
+    batch.batch["token_level_scores"] = EpisodeRewardManager(tok, num_examine=0)(batch)
+    batch, _ = original.apply_invalid_action_penalty(batch, invalid_action_penalty_coef=COEF)
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    batch.batch["old_log_probs"] = worker.compute_log_prob(batch).batch["old_log_probs"]
+    worker.calls.clear()
+
+    calls = []
+    grpo = core_algos.compute_grpo_outcome_advantage
+
+    @functools.wraps(grpo)            # keeps its signature, which sharpo inspects
+    def recording(**kw):
+        calls.append(kw)
+        return grpo(**kw)
+
+    core_algos.compute_grpo_outcome_advantage = recording
+    try:
+        batch, sharpo_metrics = verl_agent.sharpo_advantage(
+            SimpleNamespace(config=config, tokenizer=tok, actor_rollout_wg=worker), batch)
+    finally:
+        core_algos.compute_grpo_outcome_advantage = grpo
+    check(len(calls) == 1 and "traj_index" in calls[0], "GRPO was not called with traj_index")
+    check(len(worker.calls) == 1, f"{len(worker.calls)} teacher calls")
+    T = batch.batch["responses"].shape[1]
+    want, _ = expected_agent_advantages(model, tok, rows, coef=COEF, lam=LAM, alpha=ALPHA, tau=TAU,
+                                        max_prompt_length=PLEN + HINT, max_hint_tokens=HINT, width=T)
+    torch.testing.assert_close(batch.batch["advantages"].double(), want[marks], rtol=1e-4, atol=1e-5)
+    check(sharpo_metrics["sharpo/copied_rows"] == 6.0, f"metrics: {sharpo_metrics}")
+    print("verl-agent checkout: OK", {k: round(v, 4) for k, v in sharpo_metrics.items()})
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]).resolve())
