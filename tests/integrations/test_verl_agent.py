@@ -267,8 +267,9 @@ def test_kl_in_reward_and_multi_turn_are_refused(policy):
                     reason="VERL_AGENT_SRC is not set (a verl-agent source tree; docs/integrations.md)")
 def test_against_verl_agent_checkout():
     """verl-agent's own code: the patch applies, its patched RayPPOTrainer accepts
-    adv_estimator=sharpo and calls mark_rows before adjust_batch / _balance_batch, and
-    sharpo_advantage works on a batch made by its gather_rollout_data, adjust_batch,
+    adv_estimator=sharpo and calls mark_rows before adjust_batch / _balance_batch, the
+    launch script's data step and overrides fit verl-agent's prepare.py and Hydra config,
+    and sharpo_advantage works on a batch made by its gather_rollout_data, adjust_batch,
     _balance_batch, EpisodeRewardManager, apply_invalid_action_penalty and GRPO."""
     repo = Path(__file__).resolve().parents[2]
     src = Path(os.environ["VERL_AGENT_SRC"]).resolve()
