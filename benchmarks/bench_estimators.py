@@ -14,9 +14,8 @@ import time
 import torch
 
 from sharpo_train.batch import StepBatch
-from sharpo_train.config import EstimatorConfig
 from sharpo_train.envs.base import Task
-from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
 from sharpo_train.rollout import Episode, Turn
 from sharpo_train.segments import Span
 
@@ -62,7 +61,7 @@ def main() -> None:
         times = []
         for _ in range(a.repeat):
             t0 = time.perf_counter()
-            ESTIMATORS[name].fn(b, cfg)
+            ESTIMATORS[name].fn(b, cfg.params(name))
             times.append(time.perf_counter() - t0)
         times.sort()
         print(f"| {name} | {1000 * times[len(times) // 2]:.1f} |")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import sharpo_kernels as sk
-from sharpo_kernels import _backend
+from sharpo_kernels import SHARPO_DEFAULTS as D, _backend
 from sharpo_kernels.testing import random_batch
 
 B, L, SEGMENTS = 256, 4096, (36, 44)
@@ -30,8 +30,8 @@ def batch():
 
 
 def python_loop(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
-                response_mask, traj_index=None, lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25,
-                rho_max=4.0):
+                response_mask, traj_index=None, lam=D.lam, alpha=D.alpha, tau=D.tau,
+                rho_min=D.rho_min, rho_max=D.rho_max):
     """docs/method.md §4 as first written: loop over rows, then over segments, torch ops on
     the row (no validation)."""
     mask = response_mask.bool()

@@ -44,7 +44,7 @@ def sharpo_parts(run_dir) -> dict:
     rows = []
     for k, path in enumerate(saved_batches(run_dir)):
         batch, info = load_batch(path)
-        out = ESTIMATORS["sharpo"].fn(batch, cfg)
+        out = ESTIMATORS["sharpo"].fn(batch, cfg.params("sharpo"))
         for r, (e, t) in enumerate(zip(batch.episode, batch.turn)):
             a, lab = float(batch.episode_adv[e]), info["labels"][e][t]
             spans = batch.episodes[e].turns[t].spans

@@ -10,9 +10,11 @@ Layout, one folder per op:
     testing.py          random inputs and the float64 loop oracle (tests, benchmarks, demo)
 """
 from ._backend import available_backends
-from .segment_advantage import SegmentAdvantage, segment_advantage
+from .segment_advantage import (SHARPO_DEFAULTS, SegmentAdvantage, SharpoCoefficients,
+                                effective_coefficient, segment_advantage)
 
 from .logprobs import linear_logprobs, token_logprobs
 
-__all__ = ["segment_advantage", "SegmentAdvantage", "available_backends",
+__all__ = ["segment_advantage", "SegmentAdvantage", "SHARPO_DEFAULTS", "SharpoCoefficients",
+           "effective_coefficient", "available_backends",
            "token_logprobs", "linear_logprobs"]

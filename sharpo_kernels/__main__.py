@@ -9,7 +9,7 @@ import argparse
 
 import torch
 
-from . import _backend, available_backends, segment_advantage
+from . import SHARPO_DEFAULTS as D, _backend, available_backends, segment_advantage
 from .segment_advantage.api import SEGMENT_ADVANTAGE_BACKENDS
 from .testing import random_batch
 
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     backends = _backend.usable_backends(torch.device("cpu"), SEGMENT_ADVANTAGE_BACKENDS)
     results = {b: segment_advantage(**batch, backend=b) for b in backends}
     res = results[backends[0]]
-    print(f"lam=0.2 alpha=0.5 tau=1.0 rho in [0.25, 4.0]; shown: backend {backends[0]!r}\n")
+    print(f"lam={D.lam} alpha={D.alpha} tau={D.tau} rho in [{D.rho_min}, {D.rho_max}]; "
+          f"shown: backend {backends[0]!r}\n")
     for i in range(args.rows):
         A = batch["advantages"][i].item()
         teach = bool(batch["has_teacher"][i])

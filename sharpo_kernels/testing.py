@@ -24,6 +24,8 @@ from typing import Optional
 
 import torch
 
+from .segment_advantage.params import SHARPO_DEFAULTS as D
+
 __all__ = ["random_batch", "segment_advantage_loop"]
 
 
@@ -79,8 +81,8 @@ def _sigmoid(z: float) -> float:
 
 
 def segment_advantage_loop(teacher_logp, student_logp, segment_ids, advantages, *,
-                           has_teacher=None, lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25,
-                           rho_max=4.0, response_mask=None,
+                           has_teacher=None, lam=D.lam, alpha=D.alpha, tau=D.tau,
+                           rho_min=D.rho_min, rho_max=D.rho_max, response_mask=None,
                            traj_index: Optional[torch.Tensor] = None):
     """Returns (advantages [B, L], gap, weight, length_factor [B, Kmax], num_segments [B])."""
     B, L = segment_ids.shape

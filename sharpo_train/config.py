@@ -21,10 +21,11 @@ free-form: its keys are checked against the environment's known keys (``ENV_KEYS
 before anything is built; setting ``env.name`` to another environment drops the previous
 environment's keys. The settings of `sharpo sft` (``SFTConfig``) live in sft.py, those of
 `sharpo demo` / `sharpo compare` (``DemoConfig``, ``CompareConfig``) in settings.py.
+``estimator.*`` is not declared here: each registered estimator owns its parameters
+dataclass (estimators/registry.py; SHARPO's defaults: ``sharpo_kernels.SHARPO_DEFAULTS``).
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
-``configs/paper_alfworld_*.yaml``; the defaults below follow docs/method.md §4 for the
-estimator and verl/verl-agent's GRPO recipe for the rest.
+``configs/paper_alfworld_*.yaml``; the defaults below follow verl/verl-agent's GRPO recipe.
 """
 from __future__ import annotations
 
@@ -423,40 +424,6 @@ class RolloutConfig:
 
 
 @dataclass
-class EstimatorConfig:
-    norm_std: bool = True                 # GRPO: divide by group std (False: Dr. GRPO)
-    eps: float = 1e-6
-    lam: float = 0.2                      # docs/method.md §4 (paper: 0.2 and 0.05)
-    alpha: float = 0.5
-    tau: float = 1.0
-    rho_min: float = 0.25
-    rho_max: float = 4.0
-    backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
-    # --- the other registered methods (docs/estimators.md; owner: estimators package) ---
-    gigpo_gamma: float = 0.95             # GiGPO: discount of the step return
-    gigpo_step_weight: float = 1.0        # GiGPO: omega, weight of the step advantage
-    gigpo_mode: str = "mean_norm"         # GiGPO: mean_norm | mean_std_norm
-    rlsd_lam: float = 0.5                 # RLSD/SERL: mixing weight at step 0 ...
-    rlsd_warmdown_steps: int = 50         # ... decaying linearly to 0 over this many steps
-    rlsd_clip_eps: float = 0.2            # RLSD/SERL: token weight clipped to [1-eps, 1+eps]
-    opsd_coef: float = 0.1                # OPSD: coefficient of log piT - log piS added to A
-    sdar_coef: float = 0.01               # SDAR: coefficient of the gated distillation loss
-    sdar_beta: float = 5.0                # SDAR: gate sharpness
-    empg_k: float = 1.0                   # EMPG: self-calibrating scaling exp(-k H)
-    empg_k_future: float = 1.0            # EMPG: future clarity bonus exp(-k_f H_next)
-    empg_zeta: float = 0.1                # EMPG: weight of the future clarity bonus
-
-    def validate(self) -> None:
-        in_range(self, "lam", 0, 1)
-        in_range(self, "alpha", 0, 1, lo_open=True, hi_open=True)
-        in_range(self, "tau", 0, lo_open=True)
-        need(0 < self.rho_min <= self.rho_max, "rho_min", "0 < rho_min <= rho_max", self.rho_min)
-        in_range(self, "eps", 0, 1, lo_open=True)
-        from .estimators.params import validate_method_params
-        validate_method_params(self, need, in_range)
-
-
-@dataclass
 class TeacherConfig:
     choice: str = "random"                # random | first: which successful peer
     max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
@@ -642,6 +609,14 @@ def _env_default() -> dict:
     return {"name": "alfworld"}
 
 
+def _estimator_default():
+    """``estimator.*``: every registered estimator's params in one flat dataclass
+    (estimators/registry.py; imported here, not at the top: the registry imports torch and
+    the estimators import this module's checkers)."""
+    from .estimators.registry import estimator_config
+    return estimator_config()
+
+
 @dataclass
 class Config:
     method: str = "sharpo"                # credit estimator: a name in estimators.ESTIMATORS
@@ -653,7 +628,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     env: dict = field(default_factory=_env_default, metadata={"reset_on": "name"})
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)
+    estimator: Any = field(default_factory=_estimator_default)   # estimators.EstimatorConfig
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

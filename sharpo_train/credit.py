@@ -1,65 +1,144 @@
-"""The credit record of a step: RUN/credit/step_<S:05d>.json (docs/run_directory.md).
+"""Pure credit rules shared by the trainer (trainer.py, teacher.py, estimators/) and the
+engine integrations (integrations/verl.py, trl.py, common.py): plain values and tensors in,
+plain values and tensors out, nothing read from a run, a config or an engine.
 
-For every group and rollout: reward, success, A_i, the env fault that ended it (null when
-none), teacher (hint_from, hint), and per turn
-the user message, the response, the environment's reply, and per segment its text, length,
-gap, weight, length factor, A_i and the effective advantage A~ on its tokens.
+- teacher rule (docs/method.md §3): ``successful_peers`` picks each episode's successful
+  peer in its group; ``SUCCESS_THRESHOLD``, ``HINT_SEPARATOR``, ``TRUNCATION_MARK`` and
+  ``MIN_HINT_TOKENS`` are the constants of the hint both sides build.
+- group statistics (docs/method.md §1): ``grouped_normalise`` (value minus its group's mean,
+  over the group's std) and ``group_advantages``, GRPO's A_i of every episode.
+- step statistics of SHARPO's segments (docs/method.md §4): ``scored_segments`` (which
+  segments carry a teacher signal) and ``sharpo_step_stats`` (the metrics line's
+  ``sharpo/*`` summaries).
+SHARPO's coefficients and their defaults live with the kernel
+(``sharpo_kernels.SHARPO_DEFAULTS``).
 """
 from __future__ import annotations
 
-import dataclasses
-import math
-from pathlib import Path
-from typing import Optional
+import random
+from typing import Optional, Sequence
 
-from .io import atomic_write_json
-from .run_files import run_subdir
+import torch
 
+__all__ = ["SUCCESS_THRESHOLD", "HINT_SEPARATOR", "TRUNCATION_MARK", "MIN_HINT_TOKENS",
+           "TEACHER_CHOICES", "successful_peers", "grouped_normalise", "group_advantages",
+           "scored_segments", "sharpo_step_stats"]
 
-def _num(x) -> Optional[float]:
-    v = float(x)
-    return v if math.isfinite(v) else None
+# ---------------------------------------------------------------------------- teacher rule
 
-
-def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenizer) -> dict:
-    """The record of a scored and credited ``StepBatch`` (batch.py) and the estimator's
-    ``CreditOutput``."""
-    episodes, teacher_of, hints = batch.episodes, batch.teacher_of, batch.hints
-    episode_adv = batch.episode_adv.tolist()
-    row_of = {(e, t): r for r, (e, t) in enumerate(zip(batch.episode, batch.turn))}
-    seg = credit.segments
-    groups: dict[int, dict] = {}
-    for e, ep in enumerate(episodes):
-        g = groups.setdefault(ep.group, {"task_id": ep.task.id, "family": ep.task.family,
-                                         "rollouts": []})
-        turns = []
-        for t, turn in enumerate(ep.turns):
-            r = row_of.get((e, t))
-            segments = []
-            for k, span in enumerate(turn.spans):
-                ids = turn.response_ids[span.start:span.end]
-                entry = {"kind": span.kind, "text": tokenizer.decode(ids), "num_tokens": len(ids),
-                         "gap": None, "weight": None, "length_factor": None,
-                         "advantage_grpo": episode_adv[e],
-                         "advantage": episode_adv[e] if r is None else
-                         float(credit.advantages[r, span.start])}
-                if seg is not None and r is not None:
-                    entry.update(gap=_num(seg.gap[r, k]), weight=_num(seg.weight[r, k]),
-                                 length_factor=_num(seg.length_factor[r, k]))
-                segments.append(entry)
-            turns.append({"user": turn.user_text, "response": turn.response_text,
-                          "observation_after": turn.observation_after, "segments": segments})
-        g["rollouts"].append({"index": ep.index, "reward": ep.reward, "success": ep.success,
-                              "advantage_grpo": episode_adv[e], "env_fault": ep.error,
-                              "has_teacher": teacher_of[e] is not None,
-                              "hint_from": None if teacher_of[e] is None else episodes[teacher_of[e]].index,
-                              "hint": hints[e], "turns": turns})
-    return {"step": step, "method": method,
-            "estimator_config": dataclasses.asdict(estimator_cfg),
-            "groups": [groups[k] for k in sorted(groups)]}
+SUCCESS_THRESHOLD = 0.5      # success <=> reward >= threshold (1/0 rewards and verl-agent's 10/0)
+HINT_SEPARATOR = "\n\n"      # between the prompt text and the hint
+TRUNCATION_MARK = " ..."     # ends a hint cut to fit; the hint is cut, never the task
+MIN_HINT_TOKENS = 8          # fewer hint tokens than this fit: the row gets no teacher
+TEACHER_CHOICES = ("random", "first")
 
 
-def write_credit(run_dir: str | Path, record: dict) -> Path:
-    path = run_subdir(run_dir, "credit") / f"step_{record['step']:05d}.json"   # never a link
-    atomic_write_json(path, record)
-    return path
+def successful_peers(groups: Sequence, success: Sequence[bool], *, choice: str = "first",
+                     rng: Optional[random.Random] = None,
+                     valid: Optional[Sequence[bool]] = None) -> list[Optional[int]]:
+    """peer[e] = index of the successful episode whose trajectory is e's hint, or None
+    (docs/method.md §3). All sequences are [N], one entry per episode.
+
+    In e's group (``groups[e]``, any hashable), the candidates are the successful episodes
+    other than e: a failed episode may take any success of its group, a successful one a
+    *different* success; the group's only success and every episode of a group without
+    success get None. ``valid[e]`` False (e.g. an episode ended by an env fault) takes no
+    part: it neither gets nor gives a hint. ``choice="first"`` takes the first candidate in
+    batch order (deterministic; the integrations' rule); ``"random"`` draws one with ``rng``
+    (the trainer's seeded RNG; groups in order of first appearance, episodes in order)."""
+    if len(groups) != len(success):
+        raise ValueError(f"success: expected {len(groups)} values, got {len(success)}")
+    if valid is not None and len(valid) != len(groups):
+        raise ValueError(f"valid: expected {len(groups)} values, got {len(valid)}")
+    if choice not in TEACHER_CHOICES:
+        raise ValueError(f"teacher.choice: expected random or first, got {choice!r}")
+    rng = rng or random.Random(0)
+    members: dict = {}
+    for e, g in enumerate(groups):
+        if valid is None or valid[e]:
+            members.setdefault(g, []).append(e)
+    peers: list[Optional[int]] = [None] * len(groups)
+    for group in members.values():
+        winners = [e for e in group if success[e]]
+        for e in group:
+            cands = [w for w in winners if w != e]
+            if cands:
+                peers[e] = cands[0] if choice == "first" else rng.choice(cands)
+    return peers
+
+
+# ---------------------------------------------------------------------------- group statistics
+
+def grouped_normalise(values: torch.Tensor, keys: torch.Tensor, *, std: bool = True,
+                      eps: float = 1e-6, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """[n] values, [n] int64 group keys -> [n]: value minus its group's mean, divided by
+    (unbiased std + eps) when ``std``; a group of one gives 0. Computed in the values'
+    dtype. ``valid`` [n] bool: only these entries form the groups; the others get 0 (so a
+    group with fewer than 2 valid entries gives 0)."""
+    if values.shape != keys.shape or values.dim() != 1:
+        raise ValueError(f"keys: expected the shape of values {tuple(values.shape)}, got "
+                         f"{tuple(keys.shape)}")
+    if valid is not None:
+        out = torch.zeros_like(values)
+        if bool(valid.any()):
+            out[valid] = grouped_normalise(values[valid], keys[valid], std=std, eps=eps)
+        return out
+    if values.numel() == 0:
+        return values.clone()
+    _, inv = torch.unique(keys, return_inverse=True)
+    m = int(inv.max()) + 1
+    n = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, torch.ones_like(values))
+    mean = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, values) / n
+    out = values - mean[inv]
+    if std:
+        ss = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, out ** 2)
+        out = out / (torch.sqrt(ss / (n - 1).clamp(min=1))[inv] + eps)
+    return torch.where(n[inv] > 1, out, torch.zeros_like(out))
+
+
+def group_advantages(rewards: torch.Tensor, group_of: torch.Tensor, *, norm_std: bool = True,
+                     eps: float = 1e-6, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """docs/method.md §1: A_i = (r_i - mean_g r) / (std_g r + eps) over each group g
+    ([N] -> [N] fp32; ``norm_std`` False: centred only, Dr. GRPO). std is the unbiased
+    sample std (as torch.std); a group of one has A = 0. ``valid`` [N] bool: only these
+    episodes form the groups; the others get A = 0."""
+    return grouped_normalise(rewards.float(), group_of, std=norm_std, eps=eps, valid=valid)
+
+
+# ---------------------------------------------------------------------------- step statistics
+
+def scored_segments(gap: torch.Tensor, base: torch.Tensor, has_teacher: torch.Tensor
+                    ) -> torch.Tensor:
+    """[B, K] bool: the segments whose weight carries a teacher signal: a real segment
+    (gap not NaN) of a row with a teacher and A_i != 0. gap [B, K] (``SegmentAdvantage``),
+    base [B] A_i per row, has_teacher [B] bool."""
+    return ~torch.isnan(gap) & has_teacher[:, None] & (base != 0)[:, None]
+
+
+def sharpo_step_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, *, alpha: float,
+                      tau: float) -> dict:
+    """Per-step summaries of SHARPO's segment statistics (``seg``: a ``SegmentAdvantage``;
+    base [B], has_teacher [B]): gap mean/std and weight mean/min/max over the scored
+    segments, the fraction whose squashed gap reaches the clip bound alpha, the length
+    factor's range over every real segment, and the number scored. NaN where there is
+    nothing to average."""
+    nan = float("nan")
+    valid = ~torch.isnan(seg.weight)
+    scored = valid & scored_segments(seg.gap, base, has_teacher)
+    gaps, w, rho = seg.gap[scored], seg.weight[scored], seg.length_factor[valid]
+
+    def pick(t, fn):
+        return fn(t).item() if t.numel() else nan
+    # u(gap) reaches +-alpha: the clip bound is active
+    clipped = (torch.tanh(gaps / (2 * tau)).abs() >= alpha) if gaps.numel() else gaps
+    return {
+        "sharpo/gap_mean": pick(gaps, torch.mean),
+        "sharpo/gap_std": pick(gaps, lambda t: t.std() if t.numel() > 1 else torch.tensor(0.)),
+        "sharpo/weight_mean": pick(w, torch.mean),
+        "sharpo/weight_min": pick(w, torch.min),
+        "sharpo/weight_max": pick(w, torch.max),
+        "sharpo/clipped_frac": pick(clipped.float(), torch.mean),
+        "sharpo/length_factor_min": pick(rho, torch.min),
+        "sharpo/length_factor_max": pick(rho, torch.max),
+        "sharpo/segments_scored": int(scored.sum()),
+    }

@@ -368,7 +368,7 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
                   *, labeller: Optional[PlanLabeller] = None, n_boot: int = 1000,
                   seed: int = 0) -> dict:
     """Every method (default: every registered estimator) recomputed on the same saved
-    batches and scored: {method: credit_auc result | {"skipped": reason}}. Labels come
+    batches (``estimator_cfg``: the run's ``estimator.*``, an EstimatorConfig) and scored: {method: credit_auc result | {"skipped": reason}}. Labels come
     from the saved files, else from the planner (``labeller``, created on demand)."""
     from .estimators import ESTIMATORS
     names = list(methods) if methods else sorted(ESTIMATORS)
@@ -393,7 +393,7 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
                 skipped[m] = "the saved batches hold no teacher log-probs (a run without teachers)"
                 continue
             try:
-                out = est.fn(batch, estimator_cfg)
+                out = est.fn(batch, estimator_cfg.params(m))
             except (ValueError, KeyError, TypeError) as exc:   # needs a field this run lacks
                 skipped[m] = f"{type(exc).__name__}: {exc}"
                 continue

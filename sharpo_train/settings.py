@@ -60,26 +60,25 @@ def parse_method(item: str) -> tuple[str, float | None]:
     (the config's value); 'sharpo:0.05' -> ('sharpo', 0.05)."""
     import math
 
-    from .config import EstimatorConfig
     from .estimators import ESTIMATORS
     name, sep, raw = item.strip().partition(":")
     if name not in ESTIMATORS:
         raise ConfigError(f"methods: unknown method {item!r}; expected one of "
                           f"{sorted(ESTIMATORS)}, optionally NAME:<value>")
+    est = ESTIMATORS[name]
     if not sep:
-        return name, (0.2 if name == "sharpo" else None)
-    knob = ESTIMATORS[name].knob
-    need(knob is not None, "methods", f"{name} without a value (it has no knob)", item)
+        return name, (getattr(est.params(), est.knob) if name == "sharpo" else None)
+    need(est.knob is not None, "methods", f"{name} without a value (it has no knob)", item)
     try:
         value = float(raw)
     except ValueError:
         value = float("nan")
     need(math.isfinite(value), "methods", f"{name}:<number> in {item!r}", raw)
-    est = EstimatorConfig()
-    setattr(est, knob, value)
+    params = est.params()
+    setattr(params, est.knob, value)
     try:
-        est.validate()
-    except ConfigError as exc:
+        params.validate()
+    except ValueError as exc:       # ConfigError, or the kernel's coefficient check
         raise ConfigError(f"methods: {item!r}: estimator.{exc}") from None
     return name, value
 

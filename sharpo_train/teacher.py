@@ -37,11 +37,9 @@ from typing import Optional
 
 import torch
 
+from .credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
 from .rollout import Episode, chat_prompt_ids
 
-HINT_SEPARATOR = "\n\n"
-TRUNCATION_MARK = " ..."
-MIN_HINT_TOKENS = 8
 HINT_PLACEMENTS = ("after_task", "after_observation")
 DEFAULT_HINT_PLACEMENT = "after_task"
 TASK_LINE_PREFIX = "your task is to:"   # the task line of the ALFWorld and WebShop prompts
@@ -50,22 +48,10 @@ TASK_LINE_PREFIX = "your task is to:"   # the task line of the ALFWorld and WebS
 def assign_teachers(episodes: list[Episode], choice: str = "random",
                     rng: Optional[random.Random] = None) -> list[Optional[int]]:
     """teacher_of[e] = index (into ``episodes``) of the peer whose trajectory is the hint
-    for episode e, or None (no teacher)."""
-    if choice not in ("random", "first"):
-        raise ValueError(f"teacher.choice: expected random or first, got {choice!r}")
-    rng = rng or random.Random(0)
-    groups: dict[int, list[int]] = {}
-    for e, ep in enumerate(episodes):
-        if ep.error is None:                 # env-faulted episodes take no part
-            groups.setdefault(ep.group, []).append(e)
-    teacher_of: list[Optional[int]] = [None] * len(episodes)
-    for members in groups.values():
-        winners = [e for e in members if episodes[e].success]
-        for e in members:
-            peers = [w for w in winners if w != e]
-            if peers:
-                teacher_of[e] = peers[0] if choice == "first" else rng.choice(peers)
-    return teacher_of
+    for episode e, or None (no teacher): ``credit.successful_peers`` over the episodes'
+    groups and successes, env-faulted episodes left out."""
+    return successful_peers([ep.group for ep in episodes], [ep.success for ep in episodes],
+                            choice=choice, rng=rng, valid=[ep.error is None for ep in episodes])
 
 
 def render_peer_hint(prompts, peer: Episode, max_observation_chars: int = 200) -> str:

@@ -31,11 +31,11 @@ from .batch import StepBatch, pad_rows
 from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                          restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
-from .credit import credit_record, write_credit
+from .credit_record import credit_record, write_credit
 from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
 from .envs import env_prompts, make_suite
 from .errors import UsageError
-from .estimators import ESTIMATORS, CreditOutput, episode_advantages
+from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
@@ -91,6 +91,7 @@ class Trainer:
         self.cfg = cfg = config
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
+        self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
@@ -234,7 +235,7 @@ class Trainer:
         reference log-probs when KL is on."""
         cfg, B = self.cfg, len(batch)
         n = batch.num_episodes
-        batch.episode_adv = episode_advantages(batch, cfg.estimator)       # [N]
+        fill_episode_advantages(batch, self.params)                        # [N] A_i
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
                             if self.estimator.needs_teacher else [None] * n)
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
@@ -281,7 +282,7 @@ class Trainer:
         """The estimator named by ``config.method`` on the scored batch; sets
         ``batch.advantages`` [B, L]."""
         if len(batch):
-            out = self.estimator.fn(batch, self.cfg.estimator)
+            out = self.estimator.fn(batch, self.params)
         else:   # every episode ended before its first turn or by an env fault
             out = CreditOutput(torch.zeros(0, batch.width), torch.zeros(0))
         batch.advantages = out.advantages

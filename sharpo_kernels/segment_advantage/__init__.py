@@ -1,6 +1,8 @@
 """segment_advantage: SHARPO's segment-level effective advantage, one folder per op.
 
     api.py             segment_advantage(), SegmentAdvantage, dispatch to a backend
+    params.py          SHARPO's coefficients: their defaults (the one definition), check
+                       and the factor (1 - lam) + lam * rho * w
     checks.py          argument and data checks (ValueError/TypeError naming the argument)
     coefficients.py    the [B, Kmax] segment-table math (docs/method.md §4) the torch,
                        triton and cuda backends share
@@ -9,5 +11,7 @@
     triton_kernels.py  `triton` backend: kernels and launcher
 """
 from .api import SEGMENT_ADVANTAGE_BACKENDS, SegmentAdvantage, segment_advantage
+from .params import SHARPO_DEFAULTS, SharpoCoefficients, effective_coefficient
 
-__all__ = ["segment_advantage", "SegmentAdvantage", "SEGMENT_ADVANTAGE_BACKENDS"]
+__all__ = ["segment_advantage", "SegmentAdvantage", "SEGMENT_ADVANTAGE_BACKENDS",
+           "SHARPO_DEFAULTS", "SharpoCoefficients", "effective_coefficient"]

@@ -40,6 +40,7 @@ import torch
 
 from .. import _backend
 from .checks import check_arguments, check_params, check_values
+from .params import SHARPO_DEFAULTS as D
 
 SEGMENT_ADVANTAGE_BACKENDS = _backend.OP_BACKENDS["segment_advantage"]   # automatic order
 
@@ -55,9 +56,9 @@ class SegmentAdvantage(NamedTuple):
 
 def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
                       segment_ids: torch.Tensor, advantages: torch.Tensor, *,
-                      has_teacher: Optional[torch.Tensor] = None, lam: float = 0.2,
-                      alpha: float = 0.5, tau: float = 1.0, rho_min: float = 0.25,
-                      rho_max: float = 4.0, response_mask: Optional[torch.Tensor] = None,
+                      has_teacher: Optional[torch.Tensor] = None, lam: float = D.lam,
+                      alpha: float = D.alpha, tau: float = D.tau, rho_min: float = D.rho_min,
+                      rho_max: float = D.rho_max, response_mask: Optional[torch.Tensor] = None,
                       traj_index: Optional[torch.Tensor] = None,
                       backend: Optional[str] = None) -> SegmentAdvantage:
     """SHARPO effective advantages (see the module docstring and docs/api.md).

@@ -97,7 +97,8 @@ def check_params(lam, alpha, tau, rho_min, rho_max) -> tuple[float, float, float
     if not rho_min > 0.0:
         raise ValueError(f"rho_min: must be > 0, got {rho_min}")
     if not rho_max >= rho_min:
-        raise ValueError(f"rho_max: must be >= rho_min ({rho_min}), got {rho_max}")
+        raise ValueError(f"rho_min/rho_max: must satisfy rho_min <= rho_max, got "
+                         f"{rho_min} > {rho_max}")
     return lam, alpha, tau, rho_min, rho_max
 
 

@@ -15,6 +15,8 @@ from typing import Optional
 
 import torch
 
+from .params import effective_coefficient
+
 __all__ = ["group_rows", "segment_coefficients"]
 
 
@@ -58,7 +60,7 @@ def segment_coefficients(sums: torch.Tensor, counts: torch.Tensor, num_segments:
     gap = torch.where(teach, gap, nan)
     w = torch.where(teach, w, one)
     rho = torch.where(teach, rho, one)
-    coef = (1.0 - lam) + lam * rho * w
+    coef = effective_coefficient(w, rho, lam)
     coef = torch.where(exists & teach, coef, one)      # no teacher: exactly A_i
     return (torch.where(exists, gap, nan), torch.where(exists, w, nan),
             torch.where(exists, rho, nan), coef)

@@ -1,14 +1,18 @@
 """Credit estimators: pure functions from a ``StepBatch`` to per-token advantages [B, L].
 
-Registered by name (``config.method``); the trainer calls ``ESTIMATORS[name].fn(batch,
-cfg.estimator)`` and asks ``needs_teacher`` whether to build and score teachers (and
-``needs_entropy`` whether the scoring pass also returns token entropies). A new method is
-one decorated function here (or anywhere, via ``register_estimator``): the training loop
-is untouched (docs/training.md, estimator registry).
+Registered by name (``config.method``) with their own parameters dataclass
+(registry.py): the trainer calls ``ESTIMATORS[name].fn(batch, cfg.estimator.params(name))``
+and asks ``needs_teacher`` whether to build and score teachers (and ``needs_entropy``
+whether the scoring pass also returns token entropies). A new method is one decorated
+function and its params dataclass, here or anywhere (``register_estimator(name,
+params=...)``): the training loop and the config are untouched (docs/estimators.md, adding
+an estimator).
 
-This package: the registry, GRPO and SHARPO (here); the other methods of the field, each
-as plain-tensor math plus a thin registered wrapper (docs/estimators.md): ``gigpo.py``
-(GiGPO), ``self_distill.py`` (RLSD, SERL, OPSD, SDAR), ``empg.py`` (EMPG).
+This package: the registry and the ``estimator.*`` settings (``registry.py``), GRPO and
+SHARPO (here); the other methods of the field, each as plain-tensor math plus a thin
+registered wrapper (docs/estimators.md): ``gigpo.py`` (GiGPO), ``self_distill.py`` (RLSD,
+SERL, OPSD, SDAR), ``empg.py`` (EMPG). Group statistics and the segment step statistics are
+the integrations' too: sharpo_train/credit.py.
 
 An estimator reads (and never writes) these fields of the batch (batch.py; B rows,
 L = longest response, N trajectories):
@@ -30,58 +34,25 @@ policy loss, for methods that are a loss and not only an advantage (SDAR; update
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
+from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_advantage
+from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
+
 from ..batch import StepBatch
+from ..config import need
+from ..credit import group_advantages, sharpo_step_stats
+from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
+                       GroupParams, estimator_config, estimator_config_class,
+                       register_estimator)
 
-
-@dataclass
-class CreditOutput:
-    advantages: torch.Tensor               # [B, L] fp32, 0 where response_mask == 0
-    base: torch.Tensor                     # [B] fp32: A_i of each row's trajectory
-    segments: Optional[object] = None      # sharpo_kernels.SegmentAdvantage (gap/weight/...)
-    stats: dict = field(default_factory=dict)   # metric name -> number (metrics line)
-    aux_loss: Optional["AuxLoss"] = None   # an extra loss term for the update (SDAR)
-
-
-@dataclass
-class AuxLoss:
-    """A per-token loss term the update adds to the policy loss: ``coef *
-    aggregate(AUX_LOSSES[name](logp, **inputs[rows], **params), weights)`` with the
-    policy loss's aggregation (losses.py; logp [b, L] of the current policy, with grad)."""
-    name: str                              # a key of losses.AUX_LOSSES
-    coef: float
-    inputs: dict                           # name -> [B, L] tensor, sliced per micro-batch
-    params: dict = field(default_factory=dict)   # name -> number
-
-
-@dataclass(frozen=True)
-class Estimator:
-    fn: Callable[[StepBatch, object], CreditOutput]
-    needs_teacher: bool
-    needs_entropy: bool = False            # the scoring pass fills batch.old_entropy
-    knob: Optional[str] = None             # EstimatorConfig field set by `name:<value>`
-                                           # in `sharpo compare --methods`
-    group_relative: bool = True            # starts from group-relative A_i (config check)
-
-
-ESTIMATORS: dict[str, Estimator] = {}
-
-
-def register_estimator(name: str, needs_teacher: bool = False, *, needs_entropy: bool = False,
-                       knob: Optional[str] = None):
-    """Decorator: ``fn(batch: StepBatch, cfg: EstimatorConfig) -> CreditOutput`` becomes
-    method ``name``. ``needs_teacher``: the trainer assigns teachers and fills
-    ``teacher_logp``/``has_teacher`` before calling it; ``needs_entropy``: it fills
-    ``old_entropy``; ``knob``: the EstimatorConfig field `sharpo compare --methods
-    name:<value>` sets."""
-    def wrap(fn):
-        ESTIMATORS[name] = Estimator(fn, needs_teacher, needs_entropy, knob)
-        return fn
-    return wrap
+__all__ = ["ESTIMATORS", "Estimator", "register_estimator", "GroupParams", "SharpoParams",
+           "EstimatorConfig", "EstimatorSettings", "estimator_config", "CreditOutput",
+           "AuxLoss", "episode_advantages", "fill_episode_advantages", "batch_step",
+           "teacher_fields", "row_turns", "segment_kind_mask"]
 
 
 def batch_step(batch: StepBatch, method: str) -> int:
@@ -124,50 +95,53 @@ def segment_kind_mask(batch: StepBatch, kind: str, method: str) -> torch.Tensor:
     return out
 
 
-def group_advantages(rewards: torch.Tensor, group_of: torch.Tensor, *, norm_std: bool = True,
-                     eps: float = 1e-6, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """docs/method.md §1: A_i = (r_i - mean_g r) / (std_g r + eps) over each group g
-    ([N] -> [N]). std is the unbiased sample std (as torch.std); a group of one has A = 0.
-    ``valid`` [N] bool: only these episodes form the groups; the others get A = 0 (so a
-    group with fewer than 2 valid episodes has A = 0)."""
-    if valid is not None:
-        out = torch.zeros(rewards.shape, dtype=torch.float32)
-        if bool(valid.any()):
-            out[valid] = group_advantages(rewards[valid], group_of[valid], norm_std=norm_std,
-                                          eps=eps)
-        return out
-    rewards = rewards.float()
-    groups, inv = torch.unique(group_of, return_inverse=True)
-    n = torch.zeros(len(groups)).index_add_(0, inv, torch.ones_like(rewards))
-    mean = torch.zeros(len(groups)).index_add_(0, inv, rewards) / n
-    centred = rewards - mean[inv]
-    adv = centred
-    if norm_std:
-        ss = torch.zeros(len(groups)).index_add_(0, inv, centred ** 2)
-        std = torch.sqrt(ss / (n - 1).clamp(min=1))
-        adv = centred / (std[inv] + eps)
-    return torch.where(n[inv] > 1, adv, torch.zeros_like(adv))
+def episode_advantages(batch: StepBatch, params: GroupParams) -> torch.Tensor:
+    """[N] GRPO A_i of every trajectory of the batch (``credit.group_advantages``),
+    env-faulted ones left out (A = 0). Computed once per batch: the trainer stores it with
+    ``fill_episode_advantages`` before credit, and a call with the same (norm_std, eps)
+    reads it back."""
+    key = (params.norm_std, params.eps)
+    if batch.episode_adv is not None and batch.meta.get("episode_adv_params") == key:
+        return batch.episode_adv
+    return group_advantages(batch.rewards, batch.group_of, norm_std=params.norm_std,
+                            eps=params.eps, valid=batch.healthy)
 
 
-def episode_advantages(batch: StepBatch, cfg) -> torch.Tensor:
-    """[N] GRPO A_i of every trajectory of the batch, env-faulted ones left out (A = 0)."""
-    return group_advantages(batch.rewards, batch.group_of, norm_std=cfg.norm_std, eps=cfg.eps,
-                            valid=batch.healthy)
+def fill_episode_advantages(batch: StepBatch, params: GroupParams) -> torch.Tensor:
+    """Set ``batch.episode_adv`` [N] (the trainer, before teachers and credit)."""
+    batch.episode_adv = episode_advantages(batch, params)
+    batch.meta["episode_adv_params"] = (params.norm_std, params.eps)
+    return batch.episode_adv
 
 
-@register_estimator("grpo")
-def grpo(batch: StepBatch, cfg) -> CreditOutput:
+@dataclass
+class SharpoParams(GroupParams):
+    """docs/method.md §4; defaults: ``sharpo_kernels.SHARPO_DEFAULTS`` (the one home)."""
+    lam: float = D.lam                    # mixing weight (paper: 0.2 and 0.05)
+    alpha: float = D.alpha                # |w - 1| <= alpha
+    tau: float = D.tau                    # gap squashing temperature
+    rho_min: float = D.rho_min            # length factor clip
+    rho_max: float = D.rho_max
+    backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
+
+    def validate(self) -> None:
+        super().validate()
+        SharpoCoefficients(self.lam, self.alpha, self.tau, self.rho_min, self.rho_max).checked()
+        need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
+             f"null (automatic) or one of {list(SEGMENT_ADVANTAGE_BACKENDS)}", self.backend)
+
+
+@register_estimator("grpo", params=GroupParams)
+def grpo(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
     """Every generated token of a trajectory's rows gets its A_i (docs/method.md §1)."""
     base = episode_advantages(batch, cfg)[batch.traj_index]
     return CreditOutput(base[:, None] * batch.response_mask.float(), base)
 
 
-@register_estimator("sharpo", needs_teacher=True, knob="lam")
-def sharpo(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("sharpo", needs_teacher=True, params=SharpoParams, knob="lam")
+def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """docs/method.md §4 via ``sharpo_kernels.segment_advantage``; mbar per trajectory
     (traj_index)."""
-    from sharpo_kernels import segment_advantage
-
     base = episode_advantages(batch, cfg)[batch.traj_index]
     has_teacher = batch.has_teacher
     if has_teacher is None or batch.teacher_logp is None:
@@ -179,33 +153,13 @@ def sharpo(batch: StepBatch, cfg) -> CreditOutput:
                             lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau, rho_min=cfg.rho_min,
                             rho_max=cfg.rho_max, response_mask=batch.response_mask,
                             traj_index=batch.traj_index, backend=cfg.backend)
-    return CreditOutput(seg.advantages, base, seg, sharpo_stats(seg, base, has_teacher, cfg.alpha, cfg.tau))
-
-
-def sharpo_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, alpha: float,
-                 tau: float) -> dict:
-    """Per-step summaries of the segment statistics (NaN when there is nothing to average)."""
-    nan = float("nan")
-    valid = ~torch.isnan(seg.weight)
-    scored = valid & has_teacher[:, None] & (base != 0)[:, None] & ~torch.isnan(seg.gap)
-    gaps, w, rho = seg.gap[scored], seg.weight[scored], seg.length_factor[valid]
-
-    def pick(t, fn):
-        return fn(t).item() if t.numel() else nan
-    # u(gap) reaches +-alpha: the clip bound is active
-    clipped = (torch.tanh(gaps / (2 * tau)).abs() >= alpha) if gaps.numel() else gaps
-    return {
-        "sharpo/gap_mean": pick(gaps, torch.mean),
-        "sharpo/gap_std": pick(gaps, lambda t: t.std() if t.numel() > 1 else torch.tensor(0.)),
-        "sharpo/weight_mean": pick(w, torch.mean),
-        "sharpo/weight_min": pick(w, torch.min),
-        "sharpo/weight_max": pick(w, torch.max),
-        "sharpo/clipped_frac": pick(clipped.float(), torch.mean),
-        "sharpo/length_factor_min": pick(rho, torch.min),
-        "sharpo/length_factor_max": pick(rho, torch.max),
-        "sharpo/segments_scored": int(scored.sum()),
-    }
+    return CreditOutput(seg.advantages, base, seg,
+                        sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau))
 
 
 # the other methods register themselves on import (docs/estimators.md)
 from . import empg, gigpo, self_distill  # noqa: E402,F401
+
+# the estimator.* settings of the built-in methods (Config.estimator's class is rebuilt
+# from the registry when more are registered: registry.estimator_config_class)
+EstimatorConfig = estimator_config_class()

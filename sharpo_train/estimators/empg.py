@@ -14,10 +14,25 @@ and A(b) goes to every generated token of row b.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..batch import StepBatch
-from . import CreditOutput, episode_advantages, register_estimator
+from ..config import in_range
+from . import CreditOutput, GroupParams, episode_advantages, register_estimator
+
+
+@dataclass
+class EmpgParams(GroupParams):
+    empg_k: float = 1.0                   # self-calibrating scaling exp(-k H)
+    empg_k_future: float = 1.0            # future clarity bonus exp(-k_f H_next)
+    empg_zeta: float = 0.1                # weight of the future clarity bonus
+
+    def validate(self) -> None:
+        super().validate()
+        for key in ("empg_k", "empg_k_future", "empg_zeta"):
+            in_range(self, key, 0)
 
 
 def next_rows(traj_index: torch.Tensor, turn: list[int]) -> torch.Tensor:
@@ -64,8 +79,8 @@ def empg_step_advantages(base: torch.Tensor, step_H: torch.Tensor, next_row: tor
     return mod - mod.mean(), g
 
 
-@register_estimator("empg", needs_entropy=True, knob="empg_zeta")
-def empg(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("empg", needs_entropy=True, params=EmpgParams, knob="empg_zeta")
+def empg(batch: StepBatch, cfg: EmpgParams) -> CreditOutput:
     """EMPG on the batch's rows (module docstring)."""
     if batch.old_entropy is None:
         raise ValueError("empg: old_entropy (token entropies under theta_old) is required")

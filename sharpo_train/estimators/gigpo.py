@@ -13,33 +13,31 @@ As verl-agent, the episode statistics are over the group's rows (its default
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..batch import StepBatch
-from . import CreditOutput, episode_advantages, register_estimator, row_turns
+from ..config import in_range, need
+from ..credit import grouped_normalise
+from . import CreditOutput, GroupParams, episode_advantages, register_estimator, row_turns
 
 INITIAL_STATE = "\x00initial"   # anchor key of turn 0 (every rollout of a group starts there)
+GIGPO_MODES = ("mean_norm", "mean_std_norm")
 
 
-def grouped_normalise(values: torch.Tensor, keys: torch.Tensor, *, std: bool,
-                      eps: float = 1e-6) -> torch.Tensor:
-    """[n] values, [n] int64 group keys -> [n]: value minus its group's mean, divided by
-    (unbiased std + eps) when ``std``; a group of one gives 0. Computed in the values'
-    dtype."""
-    if values.shape != keys.shape or values.dim() != 1:
-        raise ValueError(f"keys: expected the shape of values {tuple(values.shape)}, got "
-                         f"{tuple(keys.shape)}")
-    if values.numel() == 0:
-        return values.clone()
-    _, inv = torch.unique(keys, return_inverse=True)
-    m = int(inv.max()) + 1
-    n = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, torch.ones_like(values))
-    mean = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, values) / n
-    out = values - mean[inv]
-    if std:
-        ss = torch.zeros(m, dtype=values.dtype).index_add_(0, inv, out ** 2)
-        out = out / (torch.sqrt(ss / (n - 1).clamp(min=1))[inv] + eps)
-    return torch.where(n[inv] > 1, out, torch.zeros_like(out))
+@dataclass
+class GigpoParams(GroupParams):
+    gigpo_gamma: float = 0.95             # discount of the step return
+    gigpo_step_weight: float = 1.0        # omega, weight of the step advantage
+    gigpo_mode: str = "mean_norm"         # mean_norm | mean_std_norm
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "gigpo_gamma", 0, 1)
+        in_range(self, "gigpo_step_weight", 0)
+        need(self.gigpo_mode in GIGPO_MODES, "gigpo_mode", f"one of {list(GIGPO_MODES)}",
+             self.gigpo_mode)
 
 
 def gigpo_row_advantages(episode_return: torch.Tensor, group: torch.Tensor,
@@ -49,7 +47,7 @@ def gigpo_row_advantages(episode_return: torch.Tensor, group: torch.Tensor,
     """All [B] (one entry per row): R of the row's trajectory, its episode group, its
     discounted step return, its anchor-state group (unique across episode groups) ->
     (A [B] = A_E + step_weight * A_S, A_S [B])."""
-    if mode not in ("mean_norm", "mean_std_norm"):
+    if mode not in GIGPO_MODES:
         raise ValueError(f"mode: expected mean_norm or mean_std_norm, got {mode!r}")
     std = mode == "mean_std_norm"
     a_e = grouped_normalise(episode_return, group, std=std, eps=eps)
@@ -76,8 +74,8 @@ def step_returns(batch: StepBatch, gamma: float) -> torch.Tensor:
     return out
 
 
-@register_estimator("gigpo", knob="gigpo_step_weight")
-def gigpo(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("gigpo", params=GigpoParams, knob="gigpo_step_weight")
+def gigpo(batch: StepBatch, cfg: GigpoParams) -> CreditOutput:
     """GiGPO on the batch's rows (module docstring); env-faulted episodes have no rows, so
     they are in no statistic."""
     row_turns(batch, "gigpo")                           # episodes/turn present

@@ -18,11 +18,48 @@ model after ``prompt + hint`` (``teacher_logp``, docs/method.md §3). Rows witho
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..batch import StepBatch
-from . import (AuxLoss, CreditOutput, batch_step, episode_advantages, register_estimator,
-               segment_kind_mask, teacher_fields)
+from ..config import in_range
+from . import (AuxLoss, CreditOutput, GroupParams, batch_step, episode_advantages,
+               register_estimator, segment_kind_mask, teacher_fields)
+
+
+@dataclass
+class RlsdParams(GroupParams):
+    """RLSD and SERL."""
+    rlsd_lam: float = 0.5                 # mixing weight at step 0 ...
+    rlsd_warmdown_steps: int = 50         # ... decaying linearly to 0 over this many steps
+    rlsd_clip_eps: float = 0.2            # token weight clipped to [1-eps, 1+eps]
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "rlsd_lam", 0, 1)
+        in_range(self, "rlsd_warmdown_steps", 1)
+        in_range(self, "rlsd_clip_eps", 0, 1, hi_open=True)
+
+
+@dataclass
+class OpsdParams(GroupParams):
+    opsd_coef: float = 0.1                # coefficient of log piT - log piS added to A
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "opsd_coef", 0)
+
+
+@dataclass
+class SdarParams(GroupParams):
+    sdar_coef: float = 0.01               # coefficient of the gated distillation loss
+    sdar_beta: float = 5.0                # gate sharpness
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "sdar_coef", 0)
+        in_range(self, "sdar_beta", 0)
 
 
 def _check(name: str, t: torch.Tensor, shape) -> None:
@@ -113,20 +150,20 @@ def _reweighted(batch: StepBatch, cfg, method: str, only_kind=None) -> CreditOut
     return CreditOutput(adv.float(), base, stats=stats)
 
 
-@register_estimator("rlsd", needs_teacher=True, knob="rlsd_lam")
-def rlsd(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("rlsd", needs_teacher=True, params=RlsdParams, knob="rlsd_lam")
+def rlsd(batch: StepBatch, cfg: RlsdParams) -> CreditOutput:
     """RLSD: every generated token of a row with a teacher is reweighted."""
     return _reweighted(batch, cfg, "rlsd")
 
 
-@register_estimator("serl", needs_teacher=True, knob="rlsd_lam")
-def serl(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("serl", needs_teacher=True, params=RlsdParams, knob="rlsd_lam")
+def serl(batch: StepBatch, cfg: RlsdParams) -> CreditOutput:
     """SERL: the RLSD weight on action-segment tokens only; reasoning keeps A_i."""
     return _reweighted(batch, cfg, "serl", only_kind="action")
 
 
-@register_estimator("opsd", needs_teacher=True, knob="opsd_coef")
-def opsd(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("opsd", needs_teacher=True, params=OpsdParams, knob="opsd_coef")
+def opsd(batch: StepBatch, cfg: OpsdParams) -> CreditOutput:
     """OPSD, sampled-token form, added to GRPO with ``opsd_coef``."""
     teacher, has, mask, base = _common(batch, cfg, "opsd")
     adv = opsd_token_advantages(base, teacher, batch.old_logp, mask, has, coef=cfg.opsd_coef)
@@ -134,8 +171,8 @@ def opsd(batch: StepBatch, cfg) -> CreditOutput:
     return CreditOutput(adv.float(), base, stats=stats)
 
 
-@register_estimator("sdar", needs_teacher=True, knob="sdar_coef")
-def sdar(batch: StepBatch, cfg) -> CreditOutput:
+@register_estimator("sdar", needs_teacher=True, params=SdarParams, knob="sdar_coef")
+def sdar(batch: StepBatch, cfg: SdarParams) -> CreditOutput:
     """SDAR: GRPO advantages plus the gated distillation loss term (``AuxLoss``)."""
     teacher, has, mask, base = _common(batch, cfg, "sdar")
     weight = (has[:, None] & mask.bool()).float()            # [B, L] rows with a teacher

@@ -1,6 +1,5 @@
 """Engine-independent pieces shared by the verl and TRL integrations.
 
-- ``successful_peers``: the teacher rule of docs/method.md §3 per group.
 - ``generation_suffix_ids`` / ``insert_hint``: where the hint goes in a chat prompt that is
   already token ids (the end of the last user message, before the assistant header), and
   the hint's truncation (the hint is cut, never the task).
@@ -8,6 +7,8 @@
   (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
+The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) and
+the hint constants are the trainer's too: sharpo_train/credit.py.
 """
 from __future__ import annotations
 
@@ -15,32 +16,9 @@ from typing import Optional, Sequence
 
 import torch
 
-HINT_SEPARATOR = "\n\n"
+from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
-TRUNCATION_MARK = " ..."
-MIN_HINT_TOKENS = 8          # fewer hint tokens than this fit: the row gets no teacher
-SUCCESS_THRESHOLD = 0.5      # success <=> reward >= threshold (1/0 rewards and verl-agent's 10/0)
-
-
-def successful_peers(groups: Sequence, success: Sequence[bool]) -> list[Optional[int]]:
-    """peer[e] = index of the successful episode whose trajectory is e's hint, or None.
-
-    Rule (docs/method.md §3, deterministic): in e's group, the first successful episode
-    (in batch order) other than e. A failed episode gets the group's first success; a
-    successful one the first *other* success; the group's only success and every episode of
-    a group without success get None.
-    """
-    if len(groups) != len(success):
-        raise ValueError(f"success: expected {len(groups)} values, got {len(success)}")
-    winners: dict = {}
-    for e, (g, ok) in enumerate(zip(groups, success)):
-        if ok:
-            winners.setdefault(g, []).append(e)
-    peers: list[Optional[int]] = []
-    for e, g in enumerate(groups):
-        cands = [w for w in winners.get(g, []) if w != e]
-        peers.append(cands[0] if cands else None)
-    return peers
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:

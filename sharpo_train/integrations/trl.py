@@ -30,10 +30,10 @@ from typing import Any, Optional
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from sharpo_kernels import segment_advantage
-from sharpo_train.integrations.common import (HINT_TEMPLATE, MIN_HINT_TOKENS, SUCCESS_THRESHOLD,
-                                              generation_suffix_ids, insert_hint, left_pad,
-                                              response_segment_ids, successful_peers)
+from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
+from sharpo_train.credit import MIN_HINT_TOKENS, SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.integrations.common import (HINT_TEMPLATE, generation_suffix_ids, insert_hint, left_pad,
+                                              response_segment_ids)
 
 SEGMENTERS = ("tags", "completion")
 
@@ -41,11 +41,11 @@ SEGMENTERS = ("tags", "completion")
 @dataclass
 class SharpoConfig(GRPOConfig):
     """``GRPOConfig`` plus SHARPO's settings (docs/method.md §4 for the parameters)."""
-    lam: float = field(default=0.2, metadata={"help": "SHARPO mixing weight lambda, in [0, 1]."})
-    alpha: float = field(default=0.5, metadata={"help": "Bound of the segment weight deviation, in (0, 1)."})
-    tau: float = field(default=1.0, metadata={"help": "Temperature of the gap squashing, > 0."})
-    rho_min: float = field(default=0.25, metadata={"help": "Lower clip of the length factor, > 0."})
-    rho_max: float = field(default=4.0, metadata={"help": "Upper clip of the length factor, >= rho_min."})
+    lam: float = field(default=D.lam, metadata={"help": "SHARPO mixing weight lambda, in [0, 1]."})
+    alpha: float = field(default=D.alpha, metadata={"help": "Bound of the segment weight deviation, in (0, 1)."})
+    tau: float = field(default=D.tau, metadata={"help": "Temperature of the gap squashing, > 0."})
+    rho_min: float = field(default=D.rho_min, metadata={"help": "Lower clip of the length factor, > 0."})
+    rho_max: float = field(default=D.rho_max, metadata={"help": "Upper clip of the length factor, >= rho_min."})
     success_threshold: float = field(default=SUCCESS_THRESHOLD,
                                      metadata={"help": "A completion succeeds when its reward >= this."})
     hint_template: str = field(default=HINT_TEMPLATE, metadata={"help": "Hint text; {hint} = the peer's completion."})
@@ -205,7 +205,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         return res.advantages
 
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
-        scored = (~torch.isnan(res.gap)) & has_teacher[:, None] & (base != 0)[:, None]
+        scored = scored_segments(res.gap, base, has_teacher)
         dev = base.device
         stats = torch.tensor([float(has_teacher.sum()), float(has_teacher.numel()),
                               float(res.gap[scored].sum()), float(res.weight[scored].sum()), float(scored.sum())],

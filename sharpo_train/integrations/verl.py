@@ -34,11 +34,11 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
-from sharpo_kernels import segment_advantage
+from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
 from sharpo_kernels.segment_advantage.checks import check_params
-from sharpo_train.integrations.common import (HINT_TEMPLATE, SUCCESS_THRESHOLD, generation_suffix_ids,
-                                              insert_hint, left_pad, response_segment_ids,
-                                              successful_peers)
+from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.integrations.common import (HINT_TEMPLATE, generation_suffix_ids, insert_hint,
+                                              left_pad, response_segment_ids)
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -46,8 +46,9 @@ except ImportError:  # pragma: no cover - the [verl] extra installs it
     tq = None
 
 TEACHER_KEY_PREFIX = "sharpoteacher"
-DEFAULTS = dict(lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25, rho_max=4.0, success_threshold=SUCCESS_THRESHOLD,
-                max_hint_tokens=512, max_teacher_prompt_length=None, hint_template=HINT_TEMPLATE)
+DEFAULTS = dict(lam=D.lam, alpha=D.alpha, tau=D.tau, rho_min=D.rho_min, rho_max=D.rho_max,
+                success_threshold=SUCCESS_THRESHOLD, max_hint_tokens=512, max_teacher_prompt_length=None,
+                hint_template=HINT_TEMPLATE)
 
 
 def _nonneg_index(values: np.ndarray) -> torch.Tensor:
@@ -100,8 +101,8 @@ def grpo_episode_advantage(reward: torch.Tensor, groups: np.ndarray, *, norm_adv
     return adv[:, 0].float()
 
 
-def compute_sharpo_advantage(data: DataProto, lam: float = 0.2, alpha: float = 0.5, tau: float = 1.0,
-                             rho_min: float = 0.25, rho_max: float = 4.0, norm_adv_by_std: bool = True,
+def compute_sharpo_advantage(data: DataProto, lam: float = D.lam, alpha: float = D.alpha, tau: float = D.tau,
+                             rho_min: float = D.rho_min, rho_max: float = D.rho_max, norm_adv_by_std: bool = True,
                              epsilon: float = 1e-6) -> DataProto:
     """SHARPO advantages (docs/method.md §4) for a verl batch in the per-step row layout.
 
@@ -138,7 +139,7 @@ def compute_sharpo_advantage(data: DataProto, lam: float = 0.2, alpha: float = 0
 
 def sharpo_metrics(seg, base: torch.Tensor, has_teacher: torch.Tensor) -> dict[str, float]:
     """teacher_coverage (rows with a teacher), gap_mean and weight_mean over scored segments."""
-    scored = (~torch.isnan(seg.gap)) & has_teacher[:, None] & (base != 0)[:, None]
+    scored = scored_segments(seg.gap, base, has_teacher)
     gaps, w = seg.gap[scored], seg.weight[scored]
     return {"sharpo/teacher_coverage": float(has_teacher.float().mean()) if has_teacher.numel() else 0.0,
             "sharpo/gap_mean": float(gaps.mean()) if gaps.numel() else 0.0,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from sharpo_kernels import effective_coefficient
+
 NO_TEACHER = (238, 238, 238)
 _STRONGER = (46, 109, 219)
 _WEAKER = (230, 126, 34)
@@ -19,11 +21,12 @@ def _finite(x) -> bool:
 
 
 def credit_factor(seg: dict, lam: float) -> Optional[float]:
-    """(1 - lam) + lam * rho * w of a segment, None when it has no weight (no teacher)."""
+    """(1 - lam) + lam * rho * w of a segment (the kernel's ``effective_coefficient``),
+    None when it has no weight (no teacher)."""
     w, rho = seg.get("weight"), seg.get("length_factor")
     if not (_finite(w) and _finite(rho)):
         return None
-    return (1.0 - lam) + lam * rho * w
+    return effective_coefficient(w, rho, lam)
 
 
 def factor_scale(factors) -> float:

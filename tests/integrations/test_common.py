@@ -4,8 +4,8 @@ import random
 import pytest
 import torch
 
-from sharpo_train.integrations.common import (MIN_HINT_TOKENS, TRUNCATION_MARK, generation_suffix_ids,
-                                              insert_hint, left_pad, successful_peers)
+from sharpo_train.credit import MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
+from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad
 
 
 def test_successful_peers_matches_the_rule_on_random_groups():

@@ -100,6 +100,36 @@ def test_equals_segment_advantage_and_float64_reference(seed, norm):
     assert set(m) >= {"sharpo/teacher_coverage", "sharpo/gap_mean", "sharpo/weight_mean"}
 
 
+def test_defaults_and_step_metrics_are_the_trainers():
+    """compute_sharpo_advantage's defaults are sharpo_kernels.SHARPO_DEFAULTS, and its
+    metrics are the trainer's sharpo_step_stats of the same segments."""
+    import dataclasses
+    import inspect
+
+    from sharpo_kernels import SHARPO_DEFAULTS, segment_advantage
+    from sharpo_train.credit import sharpo_step_stats
+    from sharpo_train.integrations.verl import DEFAULTS, compute_sharpo_advantage
+
+    sig = inspect.signature(compute_sharpo_advantage).parameters
+    for k, v in dataclasses.asdict(SHARPO_DEFAULTS).items():
+        assert sig[k].default == v == DEFAULTS[k], k
+    data, ep_r, ep_group = per_step_batch(4)
+    data.batch["sharpo_segment_ids"] = _contiguous(data.batch["sharpo_segment_ids"])
+    b = data.batch
+    traj = torch.tensor([int(t[2:]) for t in data.non_tensor_batch["traj_uid"]])
+    a_ep = grpo_verl(ep_r, ep_group, norm=True)
+    base = torch.tensor([a_ep[int(t)] for t in traj], dtype=torch.float32)
+    ht = b["sharpo_has_teacher"]
+    seg = segment_advantage(torch.where(ht[:, None], b["teacher_log_probs"], b["old_log_probs"]),
+                            b["old_log_probs"], b["sharpo_segment_ids"], base, has_teacher=ht,
+                            response_mask=b["response_mask"], traj_index=traj)
+    want = sharpo_step_stats(seg, base, ht, alpha=SHARPO_DEFAULTS.alpha, tau=SHARPO_DEFAULTS.tau)
+    m = compute_sharpo_advantage(data).meta_info["sharpo_metrics"]
+    assert want["sharpo/segments_scored"] > 0
+    for k in ("sharpo/gap_mean", "sharpo/weight_mean", "sharpo/segments_scored"):
+        assert m[k] == pytest.approx(want[k], rel=1e-5), k
+
+
 def test_episode_counted_once_per_group():
     """An episode with 4 step rows weighs as much as one with 1 row in the group statistics."""
     from sharpo_train.integrations.verl import episode_advantages

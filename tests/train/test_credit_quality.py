@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from sharpo_train.batch import StepBatch
-from sharpo_train.config import ConfigError, EstimatorConfig, load_config
+from sharpo_train.config import ConfigError, load_config
+from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.credit_quality import (TIE_TOLERANCE, Segments, credit_auc, load_batch,
                                          results_table, save_batch, score_batches,
                                          segment_coefficients, step_credit_quality)

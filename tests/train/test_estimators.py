@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from sharpo_train.config import EstimatorConfig
 from sharpo_train.batch import StepBatch
-from sharpo_train.estimators import ESTIMATORS, group_advantages, register_estimator
+from sharpo_train.credit import group_advantages
+from sharpo_train.estimators import ESTIMATORS, EstimatorConfig, register_estimator
 from sharpo_train.losses import AGGREGATIONS, aggregate, kl_low_var, ppo_clip_loss, token_weights
 
 

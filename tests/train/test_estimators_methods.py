@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from sharpo_train.batch import StepBatch
-from sharpo_train.config import EstimatorConfig, load_config
+from sharpo_train.config import load_config
+from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.envs.base import Task
-from sharpo_train.estimators import ESTIMATORS, group_advantages, segment_kind_mask
+from sharpo_train.credit import group_advantages, grouped_normalise
+from sharpo_train.estimators import ESTIMATORS, segment_kind_mask
 from sharpo_train.estimators.empg import empg_step_advantages, next_rows, step_entropy
-from sharpo_train.estimators.gigpo import gigpo_row_advantages, grouped_normalise
+from sharpo_train.estimators.gigpo import gigpo_row_advantages
 from sharpo_train.estimators.self_distill import (opsd_token_advantages, rlsd_lambda,
                                                   rlsd_token_advantages, sdar_gate)
 from sharpo_train.losses import AUX_LOSSES, sdar_distill
