@@ -26,8 +26,8 @@ import torch
 
 from sharpo_train.batch import StepBatch
 from sharpo_train.config import load_config, save_config
-from sharpo_train.credit_quality import (PlanLabeller, label_episodes, results_table, save_batch,
-                                         saved_batches, score_batches)
+from sharpo_train.credit_quality import results_table, save_batch, saved_batches, score_batches
+from sharpo_train.envs.alfworld.plan_labels import PlanLabeller
 from sharpo_train.teacher import HINT_PLACEMENTS
 from sharpo_train.trainer import Trainer, _step_seed
 
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             episodes = trainer.rollout(trainer.sample_tasks(rng))
             t1 = time.perf_counter()
-            labels = label_episodes(episodes, labeller)
+            labels = labeller.label_episodes(episodes)
             row = {"step": s, "rollout_s": t1 - t0, "label_s": time.perf_counter() - t1,
                    "success": sum(e.success for e in episodes) / len(episodes)}
             for placement in HINT_PLACEMENTS:

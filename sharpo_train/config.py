@@ -17,7 +17,7 @@ Every error is a :class:`ConfigError` whose message starts with the dotted key.
 
 ``load_config(path_or_None, overrides)`` is the trainer's: ``None`` -> the embedded default
 (``sharpo_train/configs/default.yaml``: a tiny model on CPU, a few minutes). ``env`` is
-free-form: its keys are checked against the environment's known keys (``ENV_KEYS``) here,
+free-form: its keys are checked against the environment's settings schema (its EnvSpec) here,
 before anything is built; setting ``env.name`` to another environment drops the previous
 environment's keys. The settings of `sharpo sft` (``SFTConfig``) live in sft.py, those of
 `sharpo demo` / `sharpo compare` (``DemoConfig``, ``CompareConfig``) in settings.py.
@@ -41,7 +41,9 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from .errors import ConfigError, UsageError
+from .logging_utils import parse_report_to
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yaml"
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
@@ -505,7 +507,12 @@ class LossConfig:
 @dataclass
 class LogConfig:
     credit_every: int = 1                 # write RUN/credit/step_S.json every N steps (0: never)
-    tensorboard: bool = True              # only when tensorboard is importable
+    report_to: str = "none"               # trackers (TRL's report_to): none, or a comma list
+                                          # of tensorboard, wandb, trackio; each must be
+                                          # installed (logging_utils.py)
+    tensorboard: bool = True              # TensorBoard events too when tensorboard is
+                                          # importable (best effort; report_to=tensorboard
+                                          # requires it)
     progress: bool = True
     credit_quality: bool = False          # planner labels + credit AUC per step (ALFWorld
                                           # only; costs planner calls, docs/credit_quality.md)
@@ -514,6 +521,7 @@ class LogConfig:
     def validate(self) -> None:
         in_range(self, "credit_every", 0)
         in_range(self, "save_batches", 0)
+        parse_report_to(self.report_to, "report_to")    # the walker adds "log."
 
 
 @dataclass
@@ -548,33 +556,6 @@ class EvalConfig:
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 
-# env.<key> of the built-in environments: key -> (type, lo, hi); hi None = unbounded.
-# Other registered environments are checked by their own make_suite only.
-# (tests/train/test_config.py checks these key sets against the environments' own lists)
-_GENERATE_KEYS = {"n_train": (int, 0, 100000), "n_eval": (int, 0, 100000),
-                  "seed": (int, 0, None), "size": (str,), "grammar": (Any,),
-                  "families": (list,), "workers": (int, 0, 1024)}
-ENV_KEYS: dict[str, dict[str, tuple]] = {
-    "alfworld": {"name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
-                 "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),
-                 "num_eval_games": (Optional[int], 0, None),
-                 "task_families": (Optional[list],), "max_steps": (int, 1, 10000),
-                 "workers": (int, 0, 1024), "expert_type": (Optional[str],),
-                 "seed": (Optional[int], 0, None), "generate": (Optional[dict],),
-                 "start_method": (str,), "timeout_s": (float, 0.001, 1e6)},
-    "webshop": {"name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
-                "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
-                "num_eval": (Optional[int], 0, None), "max_steps": (Optional[int], 1, 10000),
-                "reward": (str,), "price_seed": (Optional[int], 0, None),
-                "workers": (Optional[int], 0, 1024)},
-    "synthetic": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-                  "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000),
-                  "seed": (int, 0, None)},
-    "signs": {"name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-              "num_signs": (int, 1, 100), "seed": (int, 0, None)},
-}
-
-
 def _check_keys(values: dict, schema: dict, prefix: str) -> None:
     unknown = sorted(set(values) - set(schema))
     if unknown:
@@ -593,20 +574,19 @@ def _check_keys(values: dict, schema: dict, prefix: str) -> None:
 
 
 def check_env(env: dict) -> None:
-    """``env.*`` against the environment's known keys, types and ranges (built-in ones)."""
-    from .envs import ENV_FACTORIES
+    """``env.*`` against the environment's settings schema (EnvSpec.settings and
+    .nested_settings: known keys, types and ranges)."""
     need(isinstance(env.get("name"), str), "env.name", "an environment name", env.get("name"))
-    need(env["name"] in ENV_FACTORIES, "env.name", f"one of {sorted(ENV_FACTORIES)}", env["name"])
-    schema = ENV_KEYS.get(env["name"])
-    if schema is None:
-        return
-    _check_keys(env, schema, "env.")
-    if isinstance(env.get("generate"), dict):
-        _check_keys(env["generate"], _GENERATE_KEYS, "env.generate.")
+    need(env["name"] in ENVS, "env.name", f"one of {env_names()}", env["name"])
+    spec = get_spec(env["name"])
+    _check_keys(env, spec.settings, "env.")
+    for key, schema in spec.nested_settings.items():
+        if isinstance(env.get(key), dict):
+            _check_keys(env[key], schema, f"env.{key}.")
 
 
 def _env_default() -> dict:
-    return {"name": "alfworld"}
+    return {"name": DEFAULT_ENV}
 
 
 def _estimator_default():
@@ -658,9 +638,10 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
-        need(not (self.log.credit_quality and self.env.get("name") != "alfworld"),
-             "log.credit_quality", "false unless env.name is alfworld (its planner labels "
-             "the actions)", self.log.credit_quality)
+        need(not (self.log.credit_quality and get_spec(self.env["name"]).plan_labels is None),
+             "log.credit_quality", f"false unless the environment labels its actions "
+             f"(EnvSpec.plan_labels; env.name {self.env['name']!r} does not)",
+             self.log.credit_quality)
 
 
 # ---------------------------------------------------------------------------- train loading

@@ -1,11 +1,10 @@
 """Credit quality: does a method's per-token credit land on the right actions?
 (docs/credit_quality.md)
 
-On ALFWorld the planner knows, for every state, the length of the shortest plan it finds to
-the goal. An action is **on-plan** when the plan from the state after it is exactly one
-step shorter than the plan from the state before it (it kept a plan), else **off-plan**
-(invalid actions, detours, undoing progress). ``PlanLabeller`` labels the actions of saved
-or live rollouts; ``segment_coefficients`` turns a method's [B, L] advantages into one
+An environment that can label actions offers a labeller (``EnvSpec.plan_labels``;
+ALFWorld's planner: envs/alfworld/plan_labels.py): every action of a rollout is **on-plan**
+(it deserves credit) or **off-plan** (invalid actions, detours, undoing progress).
+``segment_coefficients`` turns a method's [B, L] advantages into one
 coefficient per action (advantage / A_i); ``credit_auc`` scores how well the coefficients
 separate the actions that deserve credit from those that do not:
 
@@ -29,124 +28,20 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import hashlib
 import json
 import math
 import os
-import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
+from .envs.registry import DEFAULT_ENV, get_spec
+
+# counts of a labeller's ``stats`` logged per step as credit_quality/<key> (when present)
+LABELLER_COUNTS = ("planner_calls", "cache_hits", "mismatches")
 TIE_TOLERANCE = 1e-6        # |c_p - c_q| <= tol * max(1, |c_p|, |c_q|) counts as a tie
-
-
-# ------------------------------------------------------------------------- planner labels
-class PlanLabeller:
-    """Replays each episode's actions in one ALFWorld engine (the env's own stack,
-    engine.py) and asks the planner for the remaining plan length of every state it
-    reaches. Plan lengths are cached by (game file, PDDL facts of the state), an exact
-    state key: states reached by several rollouts of a group (common prefixes, invalid
-    actions and ``look``, which change nothing) are planned once. The replay checks every
-    observation against the rollout's; a mismatch leaves the rest of that episode
-    unlabelled (counted in ``stats["mismatches"]``)."""
-
-    def __init__(self, capacity: int = 200_000):
-        self.capacity = capacity
-        self._cache: "OrderedDict[tuple, Optional[int]]" = OrderedDict()
-        self._env = None
-        self._pddl = None
-        self._loaded: Optional[str] = None
-        self.stats = {"planner_calls": 0, "planner_seconds": 0.0, "cache_hits": 0,
-                      "replay_seconds": 0.0, "mismatches": 0, "episodes": 0}
-
-    def _open(self, game_file: str) -> None:
-        from .envs.alfworld.engine import engine_modules
-        if self._env is None:
-            mods = engine_modules()
-            infos = mods["textworld"].EnvInfos(won=True, admissible_commands=True)
-            self._pddl = mods["PddlEnv"](infos)
-            self._env = mods["AlfredInfos"](mods["AlfredDemangler"](self._pddl))
-        if self._loaded != game_file:
-            self._loaded = None
-            self._env.load(game_file)
-            self._loaded = game_file
-
-    def remaining(self, state) -> Optional[int]:
-        """Length of the planner's plan from ``state`` (0 when won, None: no plan)."""
-        if state["won"]:
-            return 0
-        facts = sorted(str(f) for f in self._pddl._pddl_state.facts)
-        key = (self._loaded, hashlib.sha1("\n".join(facts).encode()).hexdigest())
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            self.stats["cache_hits"] += 1
-            return self._cache[key]
-        t = time.perf_counter()
-        # the planner on the current state (what PddlEnv's policy_commands info calls)
-        plan = self._pddl._pddl_state.replan(self._pddl._entity_infos)
-        self.stats["planner_seconds"] += time.perf_counter() - t
-        self.stats["planner_calls"] += 1
-        n = len(plan) if plan else None
-        self._cache[key] = n
-        if len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
-        return n
-
-    def label(self, game_file: str, actions: Sequence[Optional[str]],
-              observations: Optional[Sequence[str]] = None) -> list[Optional[bool]]:
-        """[T] on-plan (True) / off-plan (False) / unknown (None) for each action of one
-        episode of ``game_file`` (a game.tw-pddl), in order. ``observations``: the
-        rollout's observation after each action, checked against the replay."""
-        from .envs.alfworld.engine import INVALID_FEEDBACK, normalize_command
-        t0 = time.perf_counter()
-        self._open(game_file)
-        state = self._env.reset()
-        before = self.remaining(state)
-        out: list[Optional[bool]] = []
-        for k, action in enumerate(actions):
-            if state["won"]:
-                out.append(None)                 # nothing to label after the goal
-                continue
-            state, _, _ = self._env.step(normalize_command(action))
-            if observations is not None:
-                got = (state["feedback"] or INVALID_FEEDBACK).strip()
-                if got != str(observations[k]).strip():
-                    self.stats["mismatches"] += 1
-                    out += [None] * (len(actions) - k)
-                    break
-            after = self.remaining(state)
-            out.append(None if before is None or after is None else after == before - 1)
-            before = after
-        self.stats["episodes"] += 1
-        self.stats["replay_seconds"] += time.perf_counter() - t0
-        return out
-
-    def close(self) -> None:
-        if self._env is not None:
-            try:
-                self._env.close()
-            except Exception:  # pragma: no cover - best effort
-                pass
-        self._env = self._pddl = self._loaded = None
-
-
-def label_episodes(episodes, labeller: PlanLabeller) -> list[list[Optional[bool]]]:
-    """[N][turns] labels of rollout Episodes (rollout.py) of ALFWorld games; an episode
-    ended by an env fault is unlabelled."""
-    from .envs.alfworld.games import GAME_FILE
-    out = []
-    for ep in episodes:
-        if ep.error is not None or not ep.turns:
-            out.append([None] * len(ep.turns))
-            continue
-        out.append(labeller.label(os.path.join(ep.task.source, GAME_FILE),
-                                  [t.action for t in ep.turns],
-                                  [t.observation_after for t in ep.turns]))
-    return out
 
 
 # ------------------------------------------------------------------------- coefficients
@@ -365,11 +260,13 @@ def load_batch(path) -> tuple[object, dict]:
 
 # ------------------------------------------------------------------------- offline scoring
 def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str]] = None,
-                  *, labeller: Optional[PlanLabeller] = None, n_boot: int = 1000,
+                  *, labeller=None, env: str = DEFAULT_ENV, n_boot: int = 1000,
                   seed: int = 0) -> dict:
     """Every method (default: every registered estimator) recomputed on the same saved
-    batches (``estimator_cfg``: the run's ``estimator.*``, an EstimatorConfig) and scored: {method: credit_auc result | {"skipped": reason}}. Labels come
-    from the saved files, else from the planner (``labeller``, created on demand)."""
+    batches (``estimator_cfg``: the run's ``estimator.*``, an EstimatorConfig) and scored:
+    {method: credit_auc result | {"skipped": reason}}. Labels come from the saved files,
+    else from ``labeller`` (default: the ``plan_labels`` hook of environment ``env``'s
+    EnvSpec, created on demand)."""
     from .estimators import ESTIMATORS
     names = list(methods) if methods else sorted(ESTIMATORS)
     for m in names:
@@ -382,8 +279,8 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
         batch, info = load_batch(path)
         labels = info.get("labels")
         if labels is None:
-            own = own or labeller or PlanLabeller()
-            labels = label_episodes(batch.episodes, own)
+            own = own or labeller or get_spec(env).load("plan_labels")()
+            labels = own.label_episodes(batch.episodes)
         if not len(batch):
             continue
         offset = (k + 1) * 1_000_000
@@ -425,7 +322,8 @@ def score_run(run_dir, methods: Optional[Sequence[str]] = None, *, n_boot: int =
     if not paths:
         raise FileNotFoundError(f"{run_dir}: no saved batches (train with log.save_batches=1)")
     cfg = load_settings(Config, run_dir / "config.yaml")
-    return score_batches(paths, cfg.estimator, methods, n_boot=n_boot, seed=seed)
+    return score_batches(paths, cfg.estimator, methods, env=cfg.env.get("name", DEFAULT_ENV),
+                         n_boot=n_boot, seed=seed)
 
 
 def results_table(results: dict) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .envs import env_prompts
+from .envs.registry import DEFAULT_ENV, get_spec
 from .rollout import collect_rollouts
 
 
@@ -112,31 +113,22 @@ def evaluate(model, tokenizer, suite, tasks, config, pool=None) -> dict:
 
 
 def eval_source(env: dict) -> str:
-    """What an evaluation played, for eval.json's "games": the games folder (ALFWorld),
-    WebShop's split and data folder, else the environment's name."""
-    if env.get("games_dir"):
-        return str(env["games_dir"])
-    if env.get("name") == "webshop":
-        from .envs.webshop.data import resolve_data_dir
-        return f"webshop {env.get('eval_split', 'test')} split ({resolve_data_dir(env.get('data_dir'))})"
-    return str(env.get("name"))
+    """What an evaluation played, for eval.json's "games": the environment's own words
+    (EnvSpec.describe_eval: ALFWorld's games folder, WebShop's split and data folder), else
+    its name."""
+    describe = get_spec(env.get("name", DEFAULT_ENV)).describe_eval
+    return describe(env) if describe is not None else str(env.get("name"))
 
 
 def eval_only_env(env: dict, games_dir: Optional[str | Path] = None) -> dict:
-    """The env config of an evaluation: the evaluation split stands in for the training
-    split too, so a games folder without a training split (e.g. ../shared/data/alfworld,
-    only valid_seen and valid_train) can be evaluated on; WebShop loads no training goals
-    (its eval_split, default "test", is what is played)."""
+    """The env config of an evaluation: ``games_dir`` (when given) replaces env.games_dir,
+    then the environment drops what only training needs (EnvSpec.eval_env: ALFWorld's
+    evaluation split stands in for the training split, WebShop loads no training goals)."""
     env = dict(env)
     if games_dir is not None:
         env["games_dir"] = str(games_dir)
-    if env.get("name", "alfworld") == "alfworld" and env.get("eval_split", "valid_seen"):
-        env["train_split"] = env.get("eval_split", "valid_seen")
-        env.pop("num_train_games", None)
-        env.pop("generate", None)
-    if env.get("name") == "webshop":     # no training goals needed: the test split (default)
-        env["train_split"] = ""
-    return env
+    spec = get_spec(env.get("name", DEFAULT_ENV))
+    return spec.eval_env(env) if spec.eval_env is not None else env
 
 
 def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, suite=None,

@@ -3,7 +3,8 @@
 SHARPO's segment weights can only carry per-step information when the policy, given a
 successful trajectory of the same task as a hint, finds the *right* next action more
 likely than it did without the hint, and a wrong one not (docs/method.md §3, §4). This
-module measures exactly that on expert turns of ALFWorld games:
+module measures exactly that on expert turns of an environment's games (its
+``EnvSpec.probe`` hooks; ALFWorld: the planner's episodes):
 
 For every turn k of an expert (planner) episode of a game, with the hint = that very
 episode rendered as a successful attempt (``teacher.render_peer_hint`` layout, placed as
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
+
+from .envs.registry import DEFAULT_ENV, get_spec
 
 
 @dataclass
@@ -81,17 +84,19 @@ def _action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tenso
 
 def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
                   max_observation_chars: int = 200, max_prompt_tokens: int = 4096,
-                  placement: str = "after_task") -> list[tuple[float, float]]:
+                  placement: str = "after_task", env: str = DEFAULT_ENV,
+                  ) -> list[tuple[float, float]]:
     """(gap of the expert action, gap of a random admissible action) per turn of one
     expert episode (``records``: its demonstration records, with ``action``,
-    ``admissible`` and ``observation_after``)."""
-    from .envs.alfworld.demos import explain_step
-    from .envs.alfworld.prompts import format_response, render_hint
+    ``admissible`` and ``observation_after``) of environment ``env`` (its EnvSpec.probe
+    writes the random action's reply)."""
+    spec = get_spec(env)
+    hooks = spec.load("probe")
     from .rollout import chat_prompt_ids
     from .scoring import tree_logprobs
     from .teacher import teacher_prompt
 
-    hint = render_hint([(r["action"], r["observation_after"]) for r in records],
+    hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in records],
                        max_observation_chars=max_observation_chars)
     seqs, counts, jobs = [], [], []
     for k, rec in enumerate(records):
@@ -101,11 +106,12 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
             continue
         wrong = rng.choice(others)
         student = chat_prompt_ids(tokenizer, prompt)
-        teacher, _ = teacher_prompt(tokenizer, prompt, hint, max_prompt_tokens, placement)
+        teacher, _ = teacher_prompt(tokenizer, prompt, hint, max_prompt_tokens, placement,
+                                    spec.task_line_prefix)
         if teacher is None:
             continue
         expert_text = rec["messages"][1]["content"]
-        wrong_text = format_response(explain_step(wrong, None, first=(k == 0)), wrong)
+        wrong_text = hooks.reply(wrong, k)
         for text in (expert_text, wrong_text):
             resp = tokenizer(text, add_special_tokens=False)["input_ids"]
             jobs.append((k, resp))
@@ -125,21 +131,22 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
 
 def probe_teacher(model, tokenizer, tasks, *, history_length: int = 2, seed: int = 0,
                   max_observation_chars: int = 200, max_steps: int = 50,
-                  placement: str = "after_task", progress=None) -> ProbeResult:
-    """Run the planner expert on each task and probe every turn (see the module doc)."""
-    from .envs.alfworld.demos import demo_episode
-
+                  placement: str = "after_task", progress=None,
+                  env: str = DEFAULT_ENV) -> ProbeResult:
+    """Run environment ``env``'s expert (EnvSpec.probe) on each task and probe every turn
+    (see the module doc)."""
+    hooks = get_spec(env).load("probe")
     rng = random.Random(seed)
     result = ProbeResult()
     model.eval()
     for task in tasks:
-        records = demo_episode(task, expert="planner", max_steps=max_steps,
-                               history_length=history_length)
+        records = hooks.expert_records(task, max_steps=max_steps,
+                                       history_length=history_length)
         if not records:
             continue
         for ge, gr in probe_episode(model, tokenizer, records, rng,
                                     max_observation_chars=max_observation_chars,
-                                    placement=placement):
+                                    placement=placement, env=env):
             result.gaps_expert.append(ge)
             result.gaps_random.append(gr)
             result.game_of_turn.append(task.id)

@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .config import ConfigError, in_range, need
+from .envs.registry import DEFAULT_ENV, recipe_envs
 
 GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
-RECIPE_ENVS = ("alfworld", "webshop")                 # recipes/phases.py ENV_RECIPES
 
 
 @dataclass
 class DemoConfig:
     """Sizes of the demo pipeline (the trainer's own keys are set through plain overrides)."""
 
-    env: str = "alfworld"          # the environment: alfworld | webshop (recipes/phases.py)
+    env: str = DEFAULT_ENV         # the environment: one with a recipe (envs.recipe_envs())
     seed: int = 0                  # games, demonstrations, SFT and RL seed
     train_games: int = 120         # generated training games (the demonstrations come from them;
                                    # webshop: the first N goals of WebShop's train split)
@@ -39,7 +39,7 @@ class DemoConfig:
     explain: bool = True           # write the credit report of the RL run
 
     def validate(self) -> None:
-        need(self.env in RECIPE_ENVS, "env", f"one of {list(RECIPE_ENVS)}", self.env)
+        need(self.env in recipe_envs(), "env", f"one of {recipe_envs()}", self.env)
         in_range(self, "seed", 0)
         in_range(self, "train_games", 1, 100000)
         in_range(self, "eval_games", 1, 100000)

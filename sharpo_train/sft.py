@@ -20,6 +20,7 @@ import torch
 
 from .config import (ModelConfig, UsageError, apply_overrides, in_range, parse_overrides,
                      validate_settings)
+from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 
 
 @dataclass
@@ -49,6 +50,9 @@ class SFTConfig:
                                  # for the teacher (docs/training.md, "Hint-aware warm start")
     hint_max_observation_chars: int = 200   # as teacher.hint_max_observation_chars
     hint_placement: str = "after_task"      # as teacher.hint_placement (the RL run's layout)
+    hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
+                                            # are used (env.name of the RL run; the recipes
+                                            # set it to demo.env)
 
     def validate(self) -> None:
         in_range(self, "epochs", 0, 10000, lo_open=True)
@@ -70,6 +74,8 @@ class SFTConfig:
         if self.hint_placement not in HINT_PLACEMENTS:
             raise UsageError(f"hint_placement: expected one of {list(HINT_PLACEMENTS)}, "
                               f"got {self.hint_placement!r}")
+        if self.hint_env not in ENVS:
+            raise UsageError(f"hint_env: expected one of {env_names()}, got {self.hint_env!r}")
 
 
 def parse_sft_overrides(overrides: list[str], cfg: SFTConfig | None = None,
@@ -109,14 +115,16 @@ def load_demos(path: str | Path) -> list[list[dict]]:
 
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  max_observation_chars: int = 200, placement: str = "after_task",
-                 ) -> list[list[dict]]:
+                 env: str = DEFAULT_ENV) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message followed by the episode's own trajectory as a successful
     attempt, laid out exactly as the trainer lays out a teacher prompt (teacher.py). Needs
     the records' ``action`` and ``observation_after`` (written by `sharpo alfworld demos`);
-    episodes without them are skipped."""
-    from .envs.alfworld.prompts import render_hint
+    episodes without them are skipped. ``env``: the environment (its EnvSpec's
+    ``prompts.render_hint`` and task line)."""
     from .teacher import teacher_text
+
+    spec = get_spec(env)
 
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"hint_fraction: expected a number in [0, 1], got {fraction!r}")
@@ -132,11 +140,12 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     out = []
     for name in sorted(chosen):
         recs = sorted(episodes[name], key=lambda r: r.get("step", 0))
-        hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
-                           max_observation_chars=max_observation_chars)
+        hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in recs],
+                                        max_observation_chars=max_observation_chars)
         for r in recs:
             user, reply = r["messages"][0], r["messages"][-1]
-            out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement)},
+            out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement,
+                                                                 spec.task_line_prefix)},
                         dict(reply)])
     return out
 
@@ -213,7 +222,8 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
     messages = load_demos(demos_path)
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
-                                 cfg.hint_max_observation_chars, cfg.hint_placement)
+                                 cfg.hint_max_observation_chars, cfg.hint_placement,
+                                 cfg.hint_env)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)

@@ -38,11 +38,11 @@ from typing import Optional
 import torch
 
 from .credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
+from .envs.turn_prompt import TASK_LINE_PREFIX
 from .rollout import Episode, chat_prompt_ids
 
 HINT_PLACEMENTS = ("after_task", "after_observation")
 DEFAULT_HINT_PLACEMENT = "after_task"
-TASK_LINE_PREFIX = "your task is to:"   # the task line of the ALFWorld and WebShop prompts
 
 
 def assign_teachers(episodes: list[Episode], choice: str = "random",
@@ -61,46 +61,49 @@ def render_peer_hint(prompts, peer: Episode, max_observation_chars: int = 200) -
     return prompts.render_hint(steps, max_observation_chars=max_observation_chars)
 
 
-def task_end(user_text: str) -> int:
+def task_end(user_text: str, task_prefix: str = TASK_LINE_PREFIX) -> int:
     """Character offset right after the task sentence of a turn's user text: the end of
-    the first line that starts with "Your task is to:" (ALFWorld, WebShop prompts), else
-    the end of the first line (prompts that open with the task, e.g. the synthetic env)."""
+    the first line that starts with ``task_prefix`` (lower case; the environment's
+    EnvSpec.task_line_prefix, by default "your task is to:"), else the end of the first
+    line (prompts that open with the task)."""
     pos = 0
     for line in user_text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        if body.lstrip().lower().startswith(TASK_LINE_PREFIX):
+        if body.lstrip().lower().startswith(task_prefix):
             return pos + len(body)
         pos += len(line)
     return len(user_text.split("\n", 1)[0])
 
 
-def teacher_text(user_text: str, hint: str, placement: str = DEFAULT_HINT_PLACEMENT) -> str:
+def teacher_text(user_text: str, hint: str, placement: str = DEFAULT_HINT_PLACEMENT,
+                 task_prefix: str = TASK_LINE_PREFIX) -> str:
     """The teacher's user message: ``user_text`` with ``hint`` placed as ``placement``
-    says (module docstring)."""
+    says (module docstring; ``task_prefix`` as in ``task_end``)."""
     if placement == "after_observation":
         return user_text + HINT_SEPARATOR + hint
     if placement != "after_task":
         raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
                          f"got {placement!r}")
-    k = task_end(user_text)
+    k = task_end(user_text, task_prefix)
     head, rest = user_text[:k], user_text[k:].lstrip("\r\n")
     return head + HINT_SEPARATOR + hint + (HINT_SEPARATOR + rest if rest else "")
 
 
 def teacher_prompt(tokenizer, user_text: str, hint: str, max_prompt_tokens: int,
                    placement: str = DEFAULT_HINT_PLACEMENT,
+                   task_prefix: str = TASK_LINE_PREFIX,
                    ) -> tuple[Optional[list[int]], Optional[str]]:
     """(prompt ids, hint text actually used) of the teacher for one row, or (None, None)
     when not even ``MIN_HINT_TOKENS`` of hint fit next to the turn prompt. Only the hint
     is ever cut, whatever the placement."""
-    ids = chat_prompt_ids(tokenizer, teacher_text(user_text, hint, placement))
+    ids = chat_prompt_ids(tokenizer, teacher_text(user_text, hint, placement, task_prefix))
     if len(ids) <= max_prompt_tokens:
         return ids, hint
     hint_ids = tokenizer(hint, add_special_tokens=False)["input_ids"]
     keep = len(hint_ids) - (len(ids) - max_prompt_tokens) - 2
     while keep >= MIN_HINT_TOKENS:
         cut = tokenizer.decode(hint_ids[:keep]) + TRUNCATION_MARK
-        ids = chat_prompt_ids(tokenizer, teacher_text(user_text, cut, placement))
+        ids = chat_prompt_ids(tokenizer, teacher_text(user_text, cut, placement, task_prefix))
         if len(ids) <= max_prompt_tokens:
             return ids, cut
         keep -= max(1, len(ids) - max_prompt_tokens)
@@ -124,12 +127,14 @@ class TeacherRows:
 
 def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torch.Tensor, *,
                  max_prompt_tokens: int, skip_zero_advantage: bool = True,
-                 placement: str = DEFAULT_HINT_PLACEMENT) -> TeacherRows:
+                 placement: str = DEFAULT_HINT_PLACEMENT,
+                 task_prefix: str = TASK_LINE_PREFIX) -> TeacherRows:
     """The teacher rows of a ``StepBatch`` (batch.py): row b gets one when its episode
     e = traj_index[b] has a hint (``hints`` [N]), A_e != 0 unless ``skip_zero_advantage``
     is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``). The teacher
     sequence is that turn's user text with the hint placed as ``placement`` says
-    (``teacher_text``), chat-templated, then the row's response."""
+    (``teacher_text``; ``task_prefix``: the env's task line), chat-templated, then the
+    row's response."""
     if placement not in HINT_PLACEMENTS:
         raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
                          f"got {placement!r}")
@@ -139,7 +144,7 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
             continue
         turn = batch.episodes[e].turns[t]
         ids, used = teacher_prompt(tokenizer, turn.user_text, hints[e], max_prompt_tokens,
-                                   placement)
+                                   placement, task_prefix)
         if ids is None:
             continue
         out.hints_truncated += used != hints[e]

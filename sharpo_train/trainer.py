@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -32,14 +33,14 @@ from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_
                          restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
 from .credit_record import credit_record, write_credit
-from .credit_quality import PlanLabeller, label_episodes, save_batch, step_credit_quality
-from .envs import env_prompts, make_suite
+from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
+from .envs import get_spec
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
-from .logging_utils import MetricsLogger, truncate_metrics
+from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
 from .run_files import refuse_links
@@ -74,6 +75,15 @@ def _eval_on_record(run_dir: Path, step: int) -> bool:
                                   for r in read_jsonl(path))
 
 
+def _first_missing(path: Path):
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir(parents=True)``
+    creates), or None when ``path`` exists."""
+    path, missing = path.absolute(), None
+    while not path.exists() and not path.is_symlink():
+        missing, path = path, path.parent
+    return missing
+
+
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919) % (2 ** 31)
 
@@ -92,7 +102,10 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.estimator = ESTIMATORS[cfg.method]
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
+        self.report_to = parse_report_to(cfg.log.report_to)
+        check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
         refuse_links(self.run_dir)     # nothing of the run is written through a link
+        created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
@@ -100,6 +113,8 @@ class Trainer:
             self._setup()
         except BaseException:
             self.lock.release()
+            if created is not None:      # a refused new run leaves no half-made directory
+                shutil.rmtree(created, ignore_errors=True)
             raise
 
     def _setup(self) -> None:
@@ -129,17 +144,18 @@ class Trainer:
             self.ref_model.to(self.device).eval().requires_grad_(False)
         save_config(cfg, self.run_dir / "config.yaml")
 
-        self.suite = make_suite(cfg.env)
+        self.spec = get_spec(cfg.env["name"])         # the environment's EnvSpec
+        self.suite = self.spec.make_suite(cfg.env)
         if not self.suite.train_tasks:
             raise ValueError("env: the environment has no training tasks")
-        self.prompts = env_prompts(cfg.env)
+        self.prompts = self.spec.prompts
         self.pool = self.suite.make_pool(cfg.rollout.num_env_workers)
         try:
             self.engine = make_engine(cfg, self.model, self.tokenizer)   # rollout.engine
         except BaseException:
             self.pool.close()
             raise
-        self.labeller = None          # credit_quality.PlanLabeller, made on first use
+        self.labeller = None          # the env's plan_labels labeller, made on first use
 
     def _build_model(self, ckpt: Path | None) -> None:
         """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
@@ -203,19 +219,18 @@ class Trainer:
         return rec
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
-        """Planner labels of the step's actions and the method's credit AUC into ``rec``
-        (credit_quality.py, docs/credit_quality.md); returns the labels [N][turns]."""
+        """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
+        method's credit AUC into ``rec`` (credit_quality.py, docs/credit_quality.md);
+        returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:
-            self.labeller = PlanLabeller()
+            self.labeller = self.spec.load("plan_labels")()
         before = dict(self.labeller.stats)
-        labels = label_episodes(batch.episodes, self.labeller)
+        labels = self.labeller.label_episodes(batch.episodes)
         rec.update(step_credit_quality(batch, credit.advantages, labels, seed=seed))
         st = self.labeller.stats
-        rec.update({"credit_quality/planner_calls": st["planner_calls"] - before["planner_calls"],
-                    "credit_quality/cache_hits": st["cache_hits"] - before["cache_hits"],
-                    "credit_quality/mismatches": st["mismatches"] - before["mismatches"],
-                    "time/credit_quality": time.perf_counter() - t})
+        rec.update({f"credit_quality/{k}": st[k] - before[k] for k in LABELLER_COUNTS if k in st})
+        rec["time/credit_quality"] = time.perf_counter() - t
         return labels
 
     def rollout(self, tasks: list) -> list:
@@ -243,7 +258,8 @@ class Trainer:
         teachers = teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                                 max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                                 skip_zero_advantage=cfg.teacher.skip_zero_advantage,
-                                placement=cfg.teacher.hint_placement)
+                                placement=cfg.teacher.hint_placement,
+                                task_prefix=self.spec.task_line_prefix)
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
         stats = ScoreStats()
@@ -378,7 +394,8 @@ class Trainer:
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
-                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress)
+                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress,
+                                   report_to=self.report_to, config=cfg.to_dict())
             if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
                     self.run_dir, 0):
                 self.evaluate(0, logger)

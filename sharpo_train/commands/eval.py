@@ -53,7 +53,7 @@ def plan(args) -> tuple:
     written."""
     from ..checkpoint import latest_checkpoint
     from ..config import load_config
-    from ..envs.alfworld.games import split_folder
+    from ..envs.registry import get_spec
     from ..report.records import find_run_dir
 
     overrides = list(args.overrides)
@@ -68,15 +68,13 @@ def plan(args) -> tuple:
         out = out or default_out(run_dir)
     cfg = load_config(base, overrides)           # settings first: a bad key is named
     if args.games:
-        if cfg.env.get("name") != "alfworld":
+        games_overrides = get_spec(cfg.env["name"]).games_overrides
+        if games_overrides is None:
             from ..errors import UsageError
-            raise UsageError(f"--games: ALFWorld games only; {cfg.env.get('name')} reads its "
-                             f"own data (WebShop: env.data_dir or $WEBSHOP_DATA; the "
-                             f"env.eval_split goals, default test)")
-        games, split = split_folder(args.games)
-        overrides.append(f"env.games_dir={games}")
-        if split:
-            overrides.append(f"env.eval_split={split}")
+            raise UsageError(f"--games: environment {cfg.env.get('name')!r} takes no games "
+                             f"folder; it reads its own data (its env.* settings, "
+                             f"docs/training.md)")
+        overrides += games_overrides(args.games)
         cfg = load_config(base, overrides)
     if args.model and not Path(args.model).is_dir():
         raise FileNotFoundError(f"--model: {args.model} is not a directory")

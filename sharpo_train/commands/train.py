@@ -54,9 +54,11 @@ def plan(args):
 
 def check_paths_and_device(cfg) -> None:
     """What the config cannot know by itself: the folders it names exist, the device is
-    there, ALFWorld games are where env.games_dir says (unless they are to be generated)."""
+    there, the environment's data is where env.* says (EnvSpec.check_data: ALFWorld's games
+    unless they are to be generated)."""
+    from ..envs.registry import get_spec
     from ..errors import UsageError
-    from ..model import NAMED_MODELS, check_weights_dir
+    from ..model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
@@ -68,16 +70,18 @@ def check_paths_and_device(cfg) -> None:
     key = "init_from" if cfg.init_from is not None else "model.path"
     if weights is not None and weights not in NAMED_MODELS:
         check_weights_dir(weights, key)
+    if weights is None:       # the tiny model: its size must fit in the memory free now
+        check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
     if cfg.model.device.startswith("cuda"):
         import torch
         index = int(cfg.model.device.partition(":")[2] or 0)
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
             raise UsageError(f"model.device: {cfg.model.device!r} requested but "
                              f"{'CUDA is not available' if not torch.cuda.is_available() else 'there is no such GPU'}")
-    if cfg.env.get("name") == "alfworld" and not cfg.env.get("generate"):
-        from ..envs.alfworld.games import resolve_release_dir
+    check_data = get_spec(cfg.env["name"]).check_data     # e.g. ALFWorld's games folder
+    if check_data is not None:
         try:
-            resolve_release_dir(cfg.env.get("games_dir"))
+            check_data(cfg.env)
         except (ValueError, FileNotFoundError) as exc:
             raise UsageError(f"env.{exc}") from None
 

@@ -5,7 +5,7 @@
 and lost at ``max_steps``. Task families "Up" / "Down" (target above / below the start).
 Actions are parsed from ``<action>...</action>`` exactly as for ALFWorld; a reply without
 one is an invalid action ("Nothing happens."). Deterministic, in-process, instant, so the
-loop tests run in seconds. Registered as env.name "synthetic".
+loop tests run in seconds. Registered as env.name "synthetic" (``SPEC``).
 
 env_config keys: num_train (16), num_eval (4), max_steps (6), max_distance (2), seed (0).
 
@@ -16,6 +16,7 @@ following every sign wins (reward 1). The optimal policy is known (follow the si
 format-only policy that picks at random wins 2**-num_signs of its episodes, and a failed
 episode holds right steps before its one wrong step: the case segment-level credit is
 for. Used by the learning-direction test (tests/train/test_learning_direction.py).
+Registered as env.name "signs" (``SIGNS_SPEC``).
 env_config keys: num_train (16), num_eval (8), num_signs (3), seed (0).
 """
 from __future__ import annotations
@@ -23,10 +24,20 @@ from __future__ import annotations
 import random
 from typing import Optional, Sequence
 
-from .alfworld.prompts import parse_action, render_hint  # pure text helpers (no alfworld import)
-from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
+import sys
 
-_KNOWN = {"name", "num_train", "num_eval", "max_steps", "max_distance", "seed"}
+from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
+from .spec import EnvSpec
+from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
+
+# env.<key> -> (type, lo, hi) of each environment here (config.check_env reads it via SPEC)
+SETTINGS: dict[str, tuple] = {
+    "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
+    "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000), "seed": (int, 0, None)}
+SIGNS_SETTINGS: dict[str, tuple] = {
+    "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
+    "num_signs": (int, 1, 100), "seed": (int, 0, None)}
+_KNOWN = set(SETTINGS)
 ACTIONS = ["increase", "decrease"]
 
 
@@ -109,7 +120,7 @@ def make_suite(env_config: dict) -> EnvSuite:
 
 
 SIGN_ACTIONS = ["go left", "go right"]
-_SIGNS_KNOWN = {"name", "num_train", "num_eval", "num_signs", "seed"}
+_SIGNS_KNOWN = set(SIGNS_SETTINGS)
 
 
 class SignsEnv(Env):
@@ -165,5 +176,13 @@ def make_signs_suite(env_config: dict) -> EnvSuite:
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(SignsEnv), ["Signs"])
 
 
+# this module is both environments' prompts (render_turn_prompt above; parse_action and
+# render_hint shared)
+SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
+               settings=SETTINGS, families=("Up", "Down"), label="Counter (synthetic)")
+SIGNS_SPEC = EnvSpec(name="signs", make_suite=make_signs_suite, prompts=sys.modules[__name__],
+                     settings=SIGNS_SETTINGS, families=("Signs",), label="Signs (synthetic)")
+
 __all__ = ["CounterEnv", "SignsEnv", "make_suite", "make_signs_suite", "make_tasks",
-           "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint"]
+           "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "SPEC",
+           "SIGNS_SPEC"]

@@ -1,6 +1,13 @@
-"""The history block both environments' turn prompts share (verl-agent layout; the wording
-is the project's own): a step count and the last ``history_length`` (observation, action)
-pairs, e.g. ::
+"""What the text environments' turn prompts share (verl-agent layout; the wording is the
+project's own):
+
+- the task line (``TASK_PREFIX``; the teacher puts an ``after_task`` hint after the line
+  that starts with ``TASK_LINE_PREFIX``, teacher.task_end);
+- the reply format: ``<think>...</think><action>COMMAND</action>`` (``format_response``,
+  ``parse_action``, ``parse_think``);
+- the teacher's hint, a successful peer's trajectory (``render_hint``, docs/method.md §3);
+- the history block: a step count and the last ``history_length`` (observation, action)
+  pairs, e.g. ::
 
     You have taken 3 step(s) so far. Your last 2 observation(s) and action(s):
     [Observation 2: '...', Action 2: 'go to countertop 1']
@@ -8,7 +15,15 @@ pairs, e.g. ::
 """
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from typing import Optional, Sequence, Union
+
+TASK_PREFIX = "Your task is to: "     # the task line every built-in prompt opens with
+TASK_LINE_PREFIX = TASK_PREFIX.strip().lower()   # how the teacher finds it (teacher.task_end)
+HINT_TEMPLATE = "A successful attempt at this task:\n{steps}"
+
+_ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 
 
 def one_line(text) -> str:
@@ -39,3 +54,59 @@ def history_lines(history: Sequence[tuple[str, str]], history_length: int) -> li
     for k, (obs, act) in enumerate(shown, start=n - len(shown) + 1):
         lines.append(f"[Observation {k}: {one_line(obs)!r}, Action {k}: {one_line(act)!r}]")
     return lines
+
+
+def parse_action(response_text: Optional[str]) -> Optional[str]:
+    """The command inside the last complete <action>...</action> of a reply, with
+    whitespace collapsed; None when there is none or it is empty."""
+    if not isinstance(response_text, str):
+        return None
+    found = _ACTION_RE.findall(response_text)
+    if not found:
+        return None
+    action = " ".join(found[-1].split())
+    return action or None
+
+
+def parse_think(response_text: Optional[str]) -> Optional[str]:
+    """The text of the first <think>...</think>, stripped; None when absent."""
+    if not isinstance(response_text, str):
+        return None
+    m = _THINK_RE.search(response_text)
+    return m.group(1).strip() if m else None
+
+
+def format_response(think: str, action: str) -> str:
+    """The reply format the agent is asked for (used for expert demonstrations)."""
+    return f"<think>{str(think).strip()}</think><action>{str(action).strip()}</action>"
+
+
+HintStep = Union[str, tuple[str, str]]
+
+
+def render_hint(steps: Sequence[HintStep], max_observation_chars: int = 200) -> str:
+    """The 'A successful attempt at this task: ...' text for the teacher (docs/method.md §3).
+
+    steps: the successful peer's turns in order, each an action string or an
+    (action, observation-after-it) pair. Observations are cut to
+    ``max_observation_chars`` (0 = leave them out)."""
+    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
+        raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
+    lines = []
+    for i, step in enumerate(steps, start=1):
+        if isinstance(step, str):
+            action, obs = step, ""
+        elif isinstance(step, (tuple, list)) and len(step) == 2:
+            action, obs = step
+        else:
+            raise TypeError(f"steps[{i - 1}]: expected an action or (action, observation), got {step!r}")
+        line = f"{i}. {one_line(action)}"
+        obs = one_line(obs or "")
+        if obs and max_observation_chars:
+            if len(obs) > max_observation_chars:
+                obs = obs[:max_observation_chars].rstrip() + "..."
+            line += f" -> {obs}"
+        lines.append(line)
+    if not lines:
+        raise ValueError("steps: a successful attempt has at least one step")
+    return HINT_TEMPLATE.format(steps="\n".join(lines))

@@ -1,8 +1,9 @@
 """Recipes: the phases of an end-to-end experiment and the two commands that compose them.
 
-    phases.py    games|goals, demos, sft, rl, eval, report: one function each, explicit
-                 inputs and outputs; ``ENV_RECIPES`` holds what differs per environment
-                 (demo.env: alfworld | webshop); ``PhaseLog`` (RUN/pipeline.json) records
+    phases.py    sft, rl, eval, report: one function each, explicit inputs and outputs; what
+                 differs per environment (its tasks, demos, env.* keys, defaults) is its
+                 RecipeSpec (``env_recipe(demo.env)``: envs/<name>/recipe.py, from its
+                 EnvSpec); ``PhaseLog`` (RUN/pipeline.json) records
                  finished phases so a rerun skips them and resumes the RL run from its last
                  checkpoint
     settings.py  the demo/compare defaults and the override routing (demo.*, sft.*, trainer

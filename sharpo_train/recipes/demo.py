@@ -6,8 +6,9 @@
     -> evaluation on the held-out tasks (ALFWorld: plus a sample of real valid_seen games)
     -> results table per family, learning-curve PNG, credit report HTML.
 
-The environment is ``demo.env`` (alfworld | webshop); what differs between them is
-``phases.ENV_RECIPES``. Rerunning with the same output directory skips finished phases
+The environment is ``demo.env`` (any registered environment with a recipe:
+envs/registry.py); what differs between them is its RecipeSpec (``phases.env_recipe``).
+Rerunning with the same output directory skips finished phases
 (RUN/pipeline.json) and resumes the RL run from its last checkpoint.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ def open_pipeline(plan: PipelinePlan, echo=print):
     the folder, the environment's setup, and the phase log (RUN/pipeline.json) with the
     command recorded. Returns (the env's recipe, the PhaseLog)."""
     out = plan.out
-    env = phases.ENV_RECIPES[plan.settings.env]
+    env = phases.env_recipe(plan.settings.env)
     echo(f"run directory: {out}")
     out.mkdir(parents=True, exist_ok=True)
     phases.quiet_transformers()

@@ -6,10 +6,11 @@ trainer config key (``total_steps=20``, ``rollout.group_size=8``, ``estimator.la
 docs/training.md). All three are read by the one config system (sharpo_train/config.py:
 typed, validated, a bad key or value is a ConfigError naming it).
 
-The environment is ``demo.env`` (alfworld | webshop); ``env=webshop`` is the same setting,
-and a trainer override ``env.name=webshop`` selects it too when demo.env is not given (a
-different env.name than demo.env is a ConfigError). Each environment adds its own defaults
-(``ENV_DEFAULTS``) between the recipe's and the user's overrides.
+The environment is ``demo.env`` (a registered environment with a recipe, envs/registry.py);
+``env=webshop`` is the same setting, and a trainer override ``env.name=webshop`` selects it
+too when demo.env is not given (a different env.name than demo.env is a ConfigError). Each
+environment adds its own defaults (its RecipeSpec's ``defaults``) between the recipe's and
+the user's overrides.
 """
 from __future__ import annotations
 
@@ -17,17 +18,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..envs.registry import get_spec
+
 from ..config import (ConfigError, OverrideText, apply_overrides, load_config, parse_overrides,
                       validate_settings)
 from ..settings import CompareConfig, DemoConfig, parse_method
 from ..sft import SFTConfig, parse_sft_overrides
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# real games beside the checkout: ../shared/data/alfworld from where the command runs (the
-# repo root for `make demo`), else beside the source tree (an editable install)
-_SHARED_CANDIDATES = [Path.cwd().parent / "shared" / "data" / "alfworld",
-                      REPO_ROOT.parent / "shared" / "data" / "alfworld"]
-SHARED_ALFWORLD = next((c for c in _SHARED_CANDIDATES if c.is_dir()), _SHARED_CANDIDATES[0])
+def env_recipe(name: str):
+    """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""
+    return get_spec(name).load("recipe")
 
 
 # `sharpo demo` defaults, sized for about 15 minutes on a 2-core CPU (phase times are
@@ -66,27 +66,8 @@ QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=
                "rollout.max_turns=3", "rollout.max_new_tokens=32", "eval.every=0",
                "eval.before_train=false", "eval.train_tasks=0", "checkpoint.every=1"]
 
-# Per-environment defaults, applied after the recipe's (and the --quick ones) and before the
-# user's: {env: {"demo": [...], "sft": [...], "train": [...], "quick_sft": [...],
-# "quick_train": [...]}};
-# "{name}" in an item is the DemoConfig field's value.
-# WebShop pages are long (a results page is ~1.5-3k tokens of the tiny model's small
-# 1,092-token vocabulary, and a step's cost grows faster than its length): the warm start keeps the last
-# sft.max_length tokens of a turn (the admissible actions and the reply) and takes fewer,
-# smaller steps (measured: ~1.5 s a step of 8 x 1024 tokens on a busy 2-core machine, vs
-# ~15 s at 16 x 2048); a rollout turn prompt drops history pairs beyond
-# rollout.max_prompt_tokens. The final evaluation plays demo.eval_games category-balanced
-# test goals (eval.num_tasks).
-# WebShop keeps 18 held-out goals (its pages make an evaluation episode ~10x an ALFWorld one)
-# and the trainer's evaluation at the end only.
-ENV_DEFAULTS: dict[str, dict[str, list[str]]] = {
-    "alfworld": {},
-    "webshop": {"demo": ["eval_games=18"],
-                "sft": ["max_steps=300", "batch_size=8", "max_length=1024"],
-                "train": ["eval.num_tasks={eval_games}", "eval.before_train=false",
-                          "eval.train_tasks=0"],
-                "quick_sft": ["max_steps=12", "max_length=768", "batch_size=4"]},
-}
+# Per-environment defaults (the RecipeSpec's ``defaults``: envs/<name>/recipe.py) are
+# applied after the recipe's (and the --quick ones) and before the user's.
 
 
 def _env_setting(item: str) -> Optional[str]:
@@ -178,7 +159,8 @@ class PipelinePlan:
         if env_names and not any(d.startswith("env=") for d in demo):
             demo = [f"env={env_names[-1]}"] + demo      # `env.name=webshop` selects the recipe
         settings = parse_demo_settings(base_demo + demo, settings_cls())
-        env_demo = ENV_DEFAULTS[settings.env].get("demo", [])
+        env_defaults = env_recipe(settings.env).defaults
+        env_demo = env_defaults.get("demo", [])
         if env_demo:        # the environment's demo.* defaults, under the user's
             settings = parse_demo_settings(base_demo + env_demo + demo, settings_cls())
         if env_names and env_names[-1] != settings.env:
@@ -187,13 +169,15 @@ class PipelinePlan:
         fields = asdict(settings)
 
         def env_extra(kind: str) -> list[str]:
-            items = ENV_DEFAULTS[settings.env].get(kind, []) + \
-                (ENV_DEFAULTS[settings.env].get(f"quick_{kind}", []) if quick else [])
+            items = env_defaults.get(kind, []) + \
+                (env_defaults.get(f"quick_{kind}", []) if quick else [])
             return [item.format(**fields) for item in items]
 
         base_sft = list(base_sft) + env_extra("sft")
         base_train = list(base_train) + env_extra("train")
         sft_cfg = parse_sft_overrides(base_sft + sft, prefix="sft.")
         sft_cfg.seed = settings.seed if not any(s.startswith("seed=") for s in sft) else sft_cfg.seed
+        if not any(s.startswith("hint_env=") for s in sft):
+            sft_cfg.hint_env = settings.env       # the hinted warm start's hint layout
         load_config(None, [f"env.name={settings.env}"] + base_train + train)   # a bad trainer key fails here, named
         return cls(Path(out), settings, sft_cfg, base_train + train, command)

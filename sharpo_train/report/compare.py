@@ -79,7 +79,7 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
                      f" / {sum(o['groups_recorded'] for o in outs)} |")
     if any(real.values()):
         some = next(r for v in real.values() for r in v)
-        lines += ["", f"## Real ALFWorld valid_seen games (the same family-balanced sample of "
+        lines += ["", f"## {env.real_label} (the same family-balanced sample of "
                   f"{some['episodes']} games for every run, from {some['games']}; "
                   f"up to {s.real_max_turns} turns)", ""]
         warm_real = log.result("eval_real/warm-start")

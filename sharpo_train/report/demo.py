@@ -82,13 +82,12 @@ def demo_results_markdown(log, s, method: str, credit, families,
         lines += ["", outcomes]
     if log.result("eval_real_rl"):
         real = log.result("eval_real_rl")
-        lines += ["", f"## Real ALFWorld valid_seen games (a family-balanced sample of "
+        lines += ["", f"## {env.real_label} (a family-balanced sample of "
                   f"{real['episodes']} from {real['games']}; up to {s.real_max_turns} turns)", ""]
         lines += table(log.result("eval_real_sft"), real, "family")
         lines += ["", change_sentence(log.result("eval_real_sft"), real, method, "games")]
-    elif env.label == "ALFWorld":
-        lines += ["", "No real ALFWorld games were found (../shared/data/alfworld): the table "
-                  "covers generated games only."]
+    elif env.real_missing:
+        lines += ["", env.real_missing]
     lines += ["", "## Files", "", "- learning curve: `learning_curve.png`",
               "- RL run (metrics.jsonl, credit records, checkpoints): `rl/`"]
     if isinstance(credit, list):

@@ -1,13 +1,12 @@
-"""What the reports say about each recipe environment (``DemoConfig.env``): its name, the
-order of its families and how its held-out tasks and warm-start data were chosen
-(sharpo_train/recipes/phases.py ENV_RECIPES makes them)."""
+"""What the reports say about a recipe environment (``DemoConfig.env``): its name, the
+order of its families, how its held-out tasks and warm-start data were chosen -- read from
+its EnvSpec and RecipeSpec (sharpo_train/envs/spec.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
-from ..envs.alfworld.games import FAMILIES as ALFWORLD_FAMILIES
-from ..envs.webshop import FAMILIES as WEBSHOP_FAMILIES
+from ..envs.registry import DEFAULT_ENV, get_spec
 
 
 @dataclass(frozen=True)
@@ -18,22 +17,13 @@ class EnvReport:
     heldout: Callable             # (s, n episodes) -> heading of the held-out table
     warm_data: Callable           # s -> where the expert demonstrations came from
     scored: bool                  # eval results carry "score" (mean task score)
-
-
-ENV_REPORTS = {
-    "alfworld": EnvReport(
-        "ALFWorld", list(ALFWORLD_FAMILIES), "task family",
-        lambda s, n: (f"Held-out generated games ({s.eval_games} games, generator seed "
-                      f"{s.seed + 1}, size {s.game_size}; not seen in training)"),
-        lambda s: f"{s.train_games} generated training games", False),
-    "webshop": EnvReport(
-        "WebShop", list(WEBSHOP_FAMILIES), "product category",
-        lambda s, n: (f"WebShop test goals ({n} goals: a category-balanced sample of the test "
-                      f"split, goals 0-499; never trained on; up to {s.game_max_steps} steps)"),
-        lambda s: f"the first {s.train_games} goals of WebShop's train split", True),
-}
+    real_label: str = ""          # heading of the real-game sample's table
+    real_missing: str = ""        # note when the recipe found no real games ("": none)
 
 
 def env_report(s) -> EnvReport:
-    """The EnvReport of a DemoConfig (settings without ``env``: ALFWorld)."""
-    return ENV_REPORTS[getattr(s, "env", "alfworld")]
+    """The EnvReport of a DemoConfig (settings without ``env``: the default environment)."""
+    spec = get_spec(getattr(s, "env", DEFAULT_ENV))
+    recipe = spec.load("recipe")
+    return EnvReport(spec.title, list(spec.families), spec.family_word, recipe.heldout_title,
+                     recipe.warm_data, spec.scored, recipe.real_label, recipe.real_missing)

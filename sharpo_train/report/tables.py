@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..envs.alfworld.games import FAMILIES
+from ..envs.registry import DEFAULT_ENV, get_spec
+
+FAMILIES = get_spec(DEFAULT_ENV).families    # default row order (the default env's)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import sharpo_train.envs.alfworld.recipe as alfworld_recipe
 import sharpo_train.recipes.phases as phases
 import sharpo_train.trainer as trainer
 from sharpo_train.envs.base import Task
@@ -16,11 +17,11 @@ HELD = [Task(f"held/{f}{i}", f) for f in ("Pick", "Cool") for i in range(2)]
 def fake_phases(monkeypatch, fake_train, warm_eval: dict) -> None:
     """Patch every phase: held-out tasks are HELD, every evaluate() returns warm_eval,
     trainer.train is fake_train (cfg -> run dir, see write_fake_run)."""
-    monkeypatch.setattr(phases, "games", lambda d, s: Path(d).mkdir(parents=True) or {})
-    monkeypatch.setattr(phases, "demos", lambda *a: {"turns": 10})
+    monkeypatch.setattr(alfworld_recipe, "games", lambda d, s: Path(d).mkdir(parents=True) or {})
+    monkeypatch.setattr(alfworld_recipe, "demos", lambda *a: {"turns": 10})
     monkeypatch.setattr(phases, "sft", lambda d, out, cfg: {"steps": 3, "examples": 10})
-    monkeypatch.setattr(phases, "heldout_tasks", lambda games: HELD)
-    monkeypatch.setattr(phases, "real_eval_tasks", lambda s: (None, []))
+    monkeypatch.setattr(alfworld_recipe, "heldout_tasks", lambda games: HELD)
+    monkeypatch.setattr(alfworld_recipe, "real_eval_tasks", lambda s: (None, []))
     monkeypatch.setattr(phases, "evaluate", lambda *a, **k: warm_eval)
     monkeypatch.setattr(trainer, "train", fake_train)
 

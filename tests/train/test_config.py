@@ -101,7 +101,7 @@ def test_cli_reports_a_bad_key_without_a_traceback(capsys):
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Optional  # noqa: E402
 
-from sharpo_train.config import (ConfigError, ENV_KEYS, ModelConfig, OverrideText,  # noqa: E402
+from sharpo_train.config import (ConfigError, ModelConfig, OverrideText,  # noqa: E402
                                  apply_overrides, check_resume, load_settings,
                                  parse_overrides, resume_changes, validate_settings)
 
@@ -276,14 +276,14 @@ def test_sane_values_pass(override):
 
 
 def test_env_key_lists_match_the_environments():
-    from sharpo_train.config import _GENERATE_KEYS, DTYPES
-    from sharpo_train.envs import alfworld, synthetic, webshop
+    from sharpo_train.config import DTYPES
+    from sharpo_train.envs import alfworld, get_spec, synthetic, webshop
     from sharpo_train.model import _DTYPES
-    assert set(ENV_KEYS["alfworld"]) == alfworld._KNOWN_KEYS
-    assert set(ENV_KEYS["webshop"]) == webshop._KNOWN_KEYS
-    assert set(_GENERATE_KEYS) == alfworld._GENERATE_KEYS
-    assert set(ENV_KEYS["synthetic"]) == synthetic._KNOWN
-    assert set(ENV_KEYS["signs"]) == synthetic._SIGNS_KNOWN
+    assert set(get_spec("alfworld").settings) == alfworld._KNOWN_KEYS
+    assert set(get_spec("webshop").settings) == webshop._KNOWN_KEYS
+    assert set(get_spec("alfworld").nested_settings["generate"]) == alfworld._GENERATE_KEYS
+    assert set(get_spec("synthetic").settings) == synthetic._KNOWN
+    assert set(get_spec("signs").settings) == synthetic._SIGNS_KNOWN
     assert set(DTYPES) == set(_DTYPES)
 
 

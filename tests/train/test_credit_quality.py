@@ -255,7 +255,7 @@ def reference_plan_lengths(game_file, actions):
 
 
 def test_planner_labels_against_a_fresh_engine(tiny_games):
-    from sharpo_train.credit_quality import PlanLabeller
+    from sharpo_train.envs.alfworld.plan_labels import PlanLabeller
     from sharpo_train.envs.alfworld.games import GAME_FILE
     from sharpo_train.envs.alfworld.engine import AlfWorldEnv
     from sharpo_train.envs.alfworld.games import task_of

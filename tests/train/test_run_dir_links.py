@@ -9,7 +9,7 @@ import pytest
 
 from sharpo_train.checkpoint import latest_checkpoint, save_checkpoint
 from sharpo_train.cli import main
-from sharpo_train.credit import write_credit
+from sharpo_train.credit_record import write_credit
 from sharpo_train.errors import UsageError
 from sharpo_train.io import append_jsonl
 from sharpo_train.run_files import RunDirLinkError, run_subdir

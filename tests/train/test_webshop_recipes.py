@@ -16,7 +16,11 @@ from sharpo_train.envs.base import Task
 from sharpo_train.evaluate import balanced_tasks, score_by_family
 from sharpo_train.recipes.settings import PipelinePlan
 from sharpo_train.rollout import Episode
-from sharpo_train.settings import RECIPE_ENVS, CompareConfig
+import sharpo_train.envs.alfworld.recipe as alfworld_recipe
+import sharpo_train.envs.webshop.recipe as webshop_recipe
+from sharpo_train.envs import recipe_envs
+from sharpo_train.envs.spec import RecipeSpec
+from sharpo_train.settings import CompareConfig
 
 CATEGORIES = {"beauty", "electronics", "fashion", "garden", "grocery"}
 
@@ -43,7 +47,8 @@ TINY = ["env=webshop", "demo.train_games=3", "demo.eval_games=3", "sft.max_steps
 # ------------------------------------------------------------------ settings (no data needed)
 
 def test_hook_table_covers_every_recipe_environment():
-    assert set(phases.ENV_RECIPES) == set(RECIPE_ENVS) == {"alfworld", "webshop"}
+    assert recipe_envs() == ["alfworld", "webshop"]
+    assert all(isinstance(phases.env_recipe(name), RecipeSpec) for name in recipe_envs())
 
 
 def test_env_selection_and_errors(tmp_path, capsys):
@@ -119,10 +124,10 @@ def test_compare_on_webshop_reports_categories_and_scores(tmp_path, monkeypatch)
         raise AssertionError("an ALFWorld phase ran for WebShop")
 
     for name in ("games", "demos", "heldout_tasks", "real_eval_tasks"):
-        monkeypatch.setattr(phases, name, alfworld_only)
-    monkeypatch.setattr(phases, "goals", lambda path, s, cfg: Path(path).write_text("{}") and {})
-    monkeypatch.setattr(phases, "webshop_demos", lambda *a: {"turns": 4})
-    monkeypatch.setattr(phases, "webshop_heldout", lambda cfg: held)
+        monkeypatch.setattr(alfworld_recipe, name, alfworld_only)
+    monkeypatch.setattr(webshop_recipe, "goals", lambda path, s, cfg: Path(path).write_text("{}") and {})
+    monkeypatch.setattr(webshop_recipe, "demos", lambda *a: {"turns": 4})
+    monkeypatch.setattr(webshop_recipe, "heldout", lambda cfg: held)
     monkeypatch.setattr(phases, "sft", lambda d, out, cfg: {"steps": 2, "examples": 4})
     monkeypatch.setattr(phases, "evaluate", lambda w, cfg, tasks, games_dir, *a: {
         "success": 0.0, "per_family": {"beauty": 0.0, "grocery": 0.0}, "episodes": len(tasks),
@@ -180,7 +185,7 @@ def test_quick_demo_on_webshop_end_to_end(webshop_demo):
     assert 0.0 <= final["success"] <= final["score"] <= 1.0
     assert set(final["per_family_score"]) == set(final["per_family"])
     assert sum(final["per_family_episodes"].values()) == 3
-    held = phases.webshop_heldout(load_config(out / "rl" / "config.yaml"))
+    held = webshop_recipe.heldout(load_config(out / "rl" / "config.yaml"))
     assert [t.id for t in held] == goals["heldout"]
     res = (out / "results.md").read_text()
     assert "# sharpo demo: results (WebShop)" in res and "## WebShop test goals (3 goals" in res

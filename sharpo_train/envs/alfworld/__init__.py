@@ -1,7 +1,7 @@
 """ALFWorld for sharpo_train: the real alfworld/textworld engine on games in the official
 layout, parallel worker pools, a game generator, experts, prompts and demonstrations.
 
-Entry point for the trainer (registered as env.name "alfworld")::
+Entry point for the trainer (env.name "alfworld"; its EnvSpec: spec.py)::
 
     suite = make_suite({"name": "alfworld", "games_dir": "../shared/data/alfworld",
                         "train_split": "valid_train", "eval_split": "valid_seen"})
@@ -23,7 +23,8 @@ env_config keys (all optional except a game source):
                    games_dir has no json_2.1.1 yet, generate games there first (generator.py)
 
 Submodules: games (discovery/validation), engine (AlfWorldEnv), pool (ProcessEnvPool),
-prompts (render_turn_prompt, parse_action, render_hint), generator, experts, planner, demos.
+prompts (render_turn_prompt, parse_action, render_hint), generator, experts, planner, demos,
+plan_labels (credit-quality labels), recipe (`sharpo demo` phases), spec (the EnvSpec).
 The prompt helpers import without alfworld installed; the engine needs the extra
 ``pip install '.[alfworld]'``.
 """
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..base import EnvSuite, Task
 from ..env_config import check_env_config, opt_int
@@ -40,10 +41,19 @@ from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
 from .prompts import (HINT_TEMPLATE, format_response, parse_action, render_hint,
                       render_turn_prompt)
 
-_KNOWN_KEYS = {"name", "games_dir", "train_split", "eval_split", "num_train_games",
-               "num_eval_games", "task_families", "max_steps", "workers", "expert_type",
-               "seed", "generate", "start_method", "timeout_s"}
-_GENERATE_KEYS = {"n_train", "n_eval", "seed", "size", "grammar", "families", "workers"}
+# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via SPEC)
+SETTINGS: dict[str, tuple] = {
+    "name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
+    "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),
+    "num_eval_games": (Optional[int], 0, None), "task_families": (Optional[list],),
+    "max_steps": (int, 1, 10000), "workers": (int, 0, 1024), "expert_type": (Optional[str],),
+    "seed": (Optional[int], 0, None), "generate": (Optional[dict],), "start_method": (str,),
+    "timeout_s": (float, 0.001, 1e6)}
+GENERATE_SETTINGS: dict[str, tuple] = {
+    "n_train": (int, 0, 100000), "n_eval": (int, 0, 100000), "seed": (int, 0, None),
+    "size": (str,), "grammar": (Any,), "families": (list,), "workers": (int, 0, 1024)}
+_KNOWN_KEYS = set(SETTINGS)
+_GENERATE_KEYS = set(GENERATE_SETTINGS)
 
 
 def env_kwargs_from_config(cfg: dict) -> dict:
@@ -114,4 +124,4 @@ def make_suite(env_config: dict) -> EnvSuite:
 __all__ = ["make_suite", "make_pool", "env_kwargs_from_config", "FAMILIES",
            "FAMILY_BY_TASK_TYPE", "discover_games", "task_from_folder", "task_of",
            "resolve_release_dir", "render_turn_prompt", "parse_action", "render_hint",
-           "HINT_TEMPLATE", "format_response"]
+           "HINT_TEMPLATE", "format_response", "SETTINGS", "GENERATE_SETTINGS"]

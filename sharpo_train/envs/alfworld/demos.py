@@ -29,6 +29,7 @@ from typing import Iterable, Optional
 
 from ..base import Task
 from ..demo_files import check_out_path, write_records
+from ..spec import ProbeHooks
 from .games import GAME_FILE, discover_games, task_of
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_turn_prompt, task_sentence
 
@@ -222,3 +223,18 @@ def write_demos(games_dir, split: str, out_path: str, *, families: Optional[Iter
                 stats.won += 1
                 stats.turns += write_records(f, records)
     return stats
+
+
+def _probe_records(task: Task, *, max_steps: int = 50,
+                   history_length: int = DEFAULT_HISTORY_LENGTH) -> list[dict]:
+    return demo_episode(task, expert="planner", max_steps=max_steps,
+                        history_length=history_length)
+
+
+def _probe_reply(action: str, k: int) -> str:
+    return format_response(explain_step(action, None, first=(k == 0)), action)
+
+
+# the teacher probe's hooks (probe.py; EnvSpec.probe): the planner's episode of a game, and a
+# reply for any action in the expert's style
+PROBE = ProbeHooks(expert_records=_probe_records, reply=_probe_reply)

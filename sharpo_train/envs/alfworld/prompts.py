@@ -22,23 +22,20 @@ COMMAND (or None when there is no usable <action> tag; the environment then answ
 """
 from __future__ import annotations
 
-import re
-from typing import Optional, Sequence, Union
+from typing import Sequence
 
-from ..turn_prompt import history_lines, one_line
+# the reply format and the hint are shared by every text environment (turn_prompt.py);
+# re-exported here
+from ..turn_prompt import (HINT_TEMPLATE, TASK_PREFIX, HintStep, format_response,
+                          history_lines, parse_action, parse_think, render_hint)
 
 DEFAULT_HISTORY_LENGTH = 2
-TASK_PREFIX = "Your task is to: "
 
 INTRO = "You are a household agent in a text version of the ALFRED environment."
 FORMAT_INSTRUCTION = (
     "Think step by step inside <think> </think>, then give exactly one admissible action "
     "inside <action> </action>."
 )
-HINT_TEMPLATE = "A successful attempt at this task:\n{steps}"
-
-_ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 
 
 def task_sentence(task_text: str) -> str:
@@ -67,59 +64,3 @@ def render_turn_prompt(task_text: str, history: Sequence[tuple[str, str]], obser
         lines.append("Admissible actions: " + ", ".join(repr(str(a)) for a in admissible))
     lines.append(FORMAT_INSTRUCTION)
     return "\n".join(lines)
-
-
-def parse_action(response_text: Optional[str]) -> Optional[str]:
-    """The command inside the last complete <action>...</action> of a reply, with
-    whitespace collapsed; None when there is none or it is empty."""
-    if not isinstance(response_text, str):
-        return None
-    found = _ACTION_RE.findall(response_text)
-    if not found:
-        return None
-    action = " ".join(found[-1].split())
-    return action or None
-
-
-def parse_think(response_text: Optional[str]) -> Optional[str]:
-    """The text of the first <think>...</think>, stripped; None when absent."""
-    if not isinstance(response_text, str):
-        return None
-    m = _THINK_RE.search(response_text)
-    return m.group(1).strip() if m else None
-
-
-def format_response(think: str, action: str) -> str:
-    """The reply format the agent is asked for (used for expert demonstrations)."""
-    return f"<think>{str(think).strip()}</think><action>{str(action).strip()}</action>"
-
-
-HintStep = Union[str, tuple[str, str]]
-
-
-def render_hint(steps: Sequence[HintStep], max_observation_chars: int = 200) -> str:
-    """The 'A successful attempt at this task: ...' text for the teacher (docs/method.md §3).
-
-    steps: the successful peer's turns in order, each an action string or an
-    (action, observation-after-it) pair. Observations are cut to
-    ``max_observation_chars`` (0 = leave them out)."""
-    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
-        raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
-    lines = []
-    for i, step in enumerate(steps, start=1):
-        if isinstance(step, str):
-            action, obs = step, ""
-        elif isinstance(step, (tuple, list)) and len(step) == 2:
-            action, obs = step
-        else:
-            raise TypeError(f"steps[{i - 1}]: expected an action or (action, observation), got {step!r}")
-        line = f"{i}. {one_line(action)}"
-        obs = one_line(obs or "")
-        if obs and max_observation_chars:
-            if len(obs) > max_observation_chars:
-                obs = obs[:max_observation_chars].rstrip() + "..."
-            line += f" -> {obs}"
-        lines.append(line)
-    if not lines:
-        raise ValueError("steps: a successful attempt has at least one step")
-    return HINT_TEMPLATE.format(steps="\n".join(lines))

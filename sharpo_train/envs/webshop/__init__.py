@@ -3,7 +3,7 @@ synthetic goals and reward, its text pages and actions, BM25 search, an expert, 
 and demonstrations. No Java, no Flask, no download: the data is read from
 ``../shared/data/webshop`` (or ``env.data_dir`` / $WEBSHOP_DATA).
 
-Entry point for the trainer (registered as env.name "webshop")::
+Entry point for the trainer (env.name "webshop"; its EnvSpec: spec.py)::
 
     suite = make_suite({"name": "webshop"})          # train: goals 1500.., eval: test 0..500
     pool = suite.make_pool(1)                        # in-process (a step takes ~1 ms)
@@ -23,7 +23,8 @@ env_config keys (all optional):
   price_seed    seed of the price draws (product price ranges, goal price bounds)
 
 Submodules: data (loader), goals, search (BM25), reward (``webshop_reward``), engine
-(WebShopEnv), prompts, agents (expert, random, play), demos.
+(WebShopEnv), prompts, agents (expert, random, play), demos, recipe (`sharpo demo` phases),
+spec (the EnvSpec).
 """
 from __future__ import annotations
 
@@ -32,11 +33,21 @@ from typing import Mapping, Optional
 from ..base import EnvSuite, SerialEnvPool
 from ..env_config import check_env_config, opt_int
 from . import prompts
+from ...errors import ConfigError
 from .data import WebShopDataError, resolve_data_dir
+from .goals import SPLITS
+
+# env.train_split / env.eval_split: WebShop's goal splits, "all" goals, or the human goals
+SPLIT_NAMES = tuple(SPLITS) + ("all", "human")
 from .prompts import parse_action, render_hint, render_turn_prompt
 
-_KNOWN_KEYS = {"name", "data_dir", "train_split", "eval_split", "num_train", "num_eval",
-               "max_steps", "reward", "price_seed", "workers"}
+# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via SPEC)
+SETTINGS: dict[str, tuple] = {
+    "name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
+    "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
+    "num_eval": (Optional[int], 0, None), "max_steps": (Optional[int], 1, 10000),
+    "reward": (str,), "price_seed": (Optional[int], 0, None), "workers": (Optional[int], 0, 1024)}
+_KNOWN_KEYS = set(SETTINGS)
 FAMILIES = ["beauty", "electronics", "fashion", "garden", "grocery"]
 
 
@@ -57,11 +68,15 @@ def make_suite(env_config: dict) -> EnvSuite:
     cfg = env_config
     reward = cfg.get("reward", "success")
     if reward not in REWARD_MODES:
-        raise ValueError(f"env.reward: expected one of {REWARD_MODES}, got {reward!r}")
+        raise ConfigError(f"env.reward: expected one of {list(REWARD_MODES)}, got {reward!r}")
     max_steps = opt_int(cfg, "max_steps", 1) or DEFAULT_MAX_STEPS
     price_seed = opt_int(cfg, "price_seed") or 0
-    world = get_world(cfg.get("data_dir"), price_seed)
     train_split, eval_split = cfg.get("train_split", "train"), cfg.get("eval_split", "test")
+    for key, split in (("train_split", train_split), ("eval_split", eval_split)):
+        if split and split not in SPLIT_NAMES:      # checked before any data is loaded
+            raise ConfigError(f"env.{key}: expected one of {list(SPLIT_NAMES)} (or empty: "
+                              f"none), got {split!r}")
+    world = get_world(cfg.get("data_dir"), price_seed)
     train = world.tasks(train_split, opt_int(cfg, "num_train")) if train_split else []
     evals = world.tasks(eval_split, opt_int(cfg, "num_eval")) if eval_split else []
     opt_int(cfg, "workers")
@@ -76,4 +91,4 @@ def make_suite(env_config: dict) -> EnvSuite:
 
 
 __all__ = ["make_suite", "webshop_reward", "render_turn_prompt", "parse_action", "render_hint",
-           "prompts", "WebShopDataError", "resolve_data_dir", "FAMILIES"]
+           "prompts", "WebShopDataError", "resolve_data_dir", "FAMILIES", "SETTINGS"]

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-# the reply format and the hint are the same as ALFWorld's (re-exported here)
-from ..alfworld.prompts import format_response, parse_action, parse_think, render_hint
-from ..turn_prompt import history_lines, one_line
+# the reply format and the hint are every text environment's (re-exported here)
+from ..turn_prompt import (TASK_PREFIX, format_response, history_lines, one_line, parse_action,
+                          parse_think, render_hint)
 
 __all__ = ["render_turn_prompt", "task_sentence", "parse_action", "parse_think",
            "format_response", "render_hint", "DEFAULT_HISTORY_LENGTH"]
 
 DEFAULT_HISTORY_LENGTH = 2
-TASK_PREFIX = "Your task is to: "
 INTRO = "You are a shopping agent in WebShop, a text version of an online store."
 FORMAT_INSTRUCTION = (
     "Think step by step inside <think> </think> about which admissible action brings you "

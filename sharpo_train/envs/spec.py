@@ -1,0 +1,120 @@
+"""What the rest of the package knows about one environment: an :class:`EnvSpec`.
+
+Each environment package declares one ``SPEC`` (``envs/<name>/spec.py``, or the module of a
+one-file environment) and ``envs/registry.py`` lists it by import path, so nothing else
+names an environment (docs/training.md, "Adding an environment")::
+
+    SPEC = EnvSpec(
+        name="counter", make_suite=make_suite, prompts=prompts,
+        settings={"name": (str,), "num_train": (int, 1, 100000), "seed": (int, 0, None)},
+        families=("Up", "Down"))
+
+Hooks that need heavy or optional dependencies (the ALFWorld engine, torch) are given as
+``"module:attribute"`` strings and imported on first use (:meth:`EnvSpec.load`), so that
+loading a config or starting the CLI imports no engine.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from .turn_prompt import TASK_LINE_PREFIX
+
+# env.<key> schema entry: (type,) or (type, lo, hi); hi None = unbounded; type may be
+# Optional[...] (config.coerce reads it). Checked by config.check_env.
+Schema = Mapping[str, tuple]
+
+
+def resolve(target: str) -> Any:
+    """'package.module:attr' -> the attribute (the module is imported now)."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    """What `sharpo demo` / `sharpo compare` need from an environment
+    (sharpo_train/recipes/). ``s`` is the recipe's DemoConfig, ``cfg`` an RL run's trainer
+    config (recipes.phases.train_config), ``path`` the first phase's output under RUN."""
+
+    tasks_phase: str      # name of the first phase in RUN/pipeline.json ("games", "goals")
+    tasks_path: str       # its output under RUN
+    prepare: Callable     # (path, s, cfg) -> summary (JSON-able): the tasks of the run
+    demos: Callable       # (path, demos_path, s, cfg) -> DemoStats as a dict
+    env_keys: Callable    # (path, s) -> trainer overrides env.* (first in train_config)
+    heldout: Callable     # (path, s, cfg) -> the held-out Task list
+    eval_dir: Callable    # path -> games_dir argument of evaluate() (None: cfg.env's own)
+    heldout_title: Callable   # (s, n episodes) -> heading of the report's held-out table
+    warm_data: Callable       # s -> where the expert demonstrations came from (report text)
+    real_eval: Callable = lambda s: (None, [])   # s -> (root, tasks) of an extra real-game
+                                                 # sample; (None, []) if none
+    real_label: str = ""          # report heading of that sample ("Real ALFWorld valid_seen games")
+    real_missing: str = ""        # report note when no real sample was found ("": none)
+    setup: Callable = lambda out: None           # once, before any phase (e.g. env vars)
+    # defaults between the recipe's and the user's overrides: {"demo" | "sft" | "train" |
+    # "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a DemoConfig field's value
+    defaults: Mapping[str, list] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeHooks:
+    """What the teacher probe (probe.py) needs: an expert's episode and a reply."""
+
+    expert_records: Callable  # (task, *, max_steps, history_length) -> demonstration records
+                              # (dicts with messages, action, admissible, observation_after);
+                              # [] when the expert does not win
+    reply: Callable           # (action, turn index) -> a reply text in the env's reply format
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings`` are
+    required; every other field has a default that means "not offered"."""
+
+    name: str                               # env.name
+    make_suite: Callable                    # (env_config: dict) -> EnvSuite (envs/base.py)
+    prompts: Any                            # module/object with render_turn_prompt,
+                                            # parse_action, render_hint (envs/turn_prompt.py)
+    settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
+    nested_settings: Mapping[str, Schema] = field(default_factory=dict)
+                                            # env.<key>.<sub> of mapping-valued keys
+    families: Sequence[str] = ()            # task families, in report table order
+    label: str = ""                         # display name in reports ("" -> name)
+    family_word: str = "task family"        # what a family is in report text
+    task_line_prefix: str = TASK_LINE_PREFIX  # lower-case start of the prompt's task line
+                                            # (teacher.task_end; no such line: the first)
+    scored: bool = False                    # eval results carry "score" (mean task score)
+    describe_eval: Optional[Callable] = None  # env config -> eval.json "games" (None: name)
+    eval_env: Optional[Callable] = None     # (env config, games_dir or None) -> the env
+                                            # config of an evaluation-only run
+    check_data: Optional[Callable] = None   # env config -> None; raises ValueError /
+                                            # FileNotFoundError when its data is missing
+                                            # (`sharpo train` checks before loading)
+    games_overrides: Optional[Callable] = None  # `sharpo eval --games DIR`: DIR -> env.*
+                                            # overrides (None: the env takes no --games)
+    plan_labels: Optional[str] = None       # "module:attr" -> labeller class for credit
+                                            # quality (log.credit_quality, credit_quality.py):
+                                            # .label_episodes(episodes) -> [N][turns] of
+                                            # True/False/None, .stats dict, .close()
+    recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
+    probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
+
+    def __post_init__(self):
+        if "name" not in self.settings:
+            raise ValueError(f"EnvSpec {self.name!r}: settings must hold 'name'")
+        for fn in ("render_turn_prompt", "parse_action", "render_hint"):
+            if not callable(getattr(self.prompts, fn, None)):
+                raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    def load(self, hook: str) -> Any:
+        """The object a lazy hook (``plan_labels``, ``recipe``, ``probe``) names, imported
+        now; a ValueError naming the environment when it does not offer it."""
+        target = getattr(self, hook)
+        if target is None:
+            raise ValueError(f"env.name: environment {self.name!r} has no {hook}")
+        return resolve(target)
