@@ -221,6 +221,23 @@ def test_copy_marked_after_a_change_is_refused(policy):
 
 
 @needs_verl
+@pytest.mark.parametrize("key, row", [("episode_rewards", 3), ("token_level_rewards", 5)])
+def test_non_finite_rewards_are_refused(policy, key, row):
+    from sharpo_train.integrations.verl_agent import mark_rows, sharpo_advantage
+
+    model, tok = policy
+    batch = mark_rows(rollout_batch(tok, agent_step_rows(tok)))
+    worker = CpuActorWorkerGroup(model, world_size=2)
+    batch = rewards_and_old_log_probs(batch, worker)
+    if key == "episode_rewards":
+        batch.non_tensor_batch[key][row] = float("nan")
+    else:
+        batch.batch[key][row, 0] = float("inf")
+    with pytest.raises(ValueError, match=key):
+        sharpo_advantage(SimpleNamespace(config=agent_config(), tokenizer=tok, actor_rollout_wg=worker), batch)
+
+
+@needs_verl
 @pytest.mark.parametrize("sharpo, match", [
     ({"lamda": 0.5}, r"unknown key 'lamda' \(did you mean 'lam'\?\); known keys: lam, alpha"),
     ({"max_hint_token": 9}, r"did you mean 'max_hint_tokens'"),
