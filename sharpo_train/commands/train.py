@@ -31,6 +31,7 @@ def plan(args):
     the key, option or path on a user error. Creates nothing."""
     from ..config import (OverrideText, coerce, load_config, parse_overrides, resume_config)
     from ..errors import UsageError
+    from ..run_dir import check_run_dir
 
     data = parse_overrides(args.overrides)
     if args.run_dir is not None:
@@ -41,9 +42,11 @@ def plan(args):
             run_dir = coerce("run_dir", data["run_dir"], str)
         else:   # the run_dir the same command line without --resume would use
             run_dir = load_config(args.config, data).run_dir
+        check_run_dir(run_dir)        # a system or foreign folder: refused before reading it
         cfg = resume_config(run_dir, data, args.config)
     else:
         cfg = load_config(args.config, data)
+        check_run_dir(cfg.run_dir)
         metrics = Path(cfg.run_dir) / "metrics.jsonl"
         if metrics.is_file() and metrics.stat().st_size > 0:
             raise UsageError(f"run_dir: {cfg.run_dir} already holds a run; pass --resume to "

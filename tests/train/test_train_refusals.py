@@ -87,6 +87,8 @@ def test_an_allocation_failure_is_one_line_and_removes_the_new_run_dir(tmp_path,
 def test_a_failed_setup_keeps_a_directory_that_existed(tmp_path, monkeypatch):
     run = tmp_path / "mine"
     run.mkdir()
+    # a run folder (run_dir.py: a non-empty folder must be a sharpo run) with the user's notes
+    (run / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
     (run / "notes.txt").write_text("the user's")
 
     def broken(*a, **k):
