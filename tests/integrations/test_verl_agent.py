@@ -243,7 +243,8 @@ def test_non_finite_rewards_are_refused(policy, key, row):
     ({"max_hint_token": 9}, r"did you mean 'max_hint_tokens'"),
     ({"lam": 1.5}, r"algorithm\.sharpo\.lam: must lie in \[0, 1\]"),
     ({"alpha": "x"}, r"algorithm\.sharpo\.alpha"),
-    ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected a positive integer"),
+    ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected >= 8"),
+    ({"max_teacher_prompt_length": "x"}, r"algorithm\.sharpo\.max_teacher_prompt_length: expected a positive"),
     ({"success_threshold": None}, r"algorithm\.sharpo\.success_threshold"),
     ({"hint_template": "no slot"}, r"algorithm\.sharpo\.hint_template"),
 ])
