@@ -55,7 +55,7 @@ INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes a
 __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_overrides", "parse_override",
            "split_override", "override_key",
            "apply_overrides", "validate_settings", "load_settings", "read_yaml_layers",
-           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config"]
+           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config", "config_yaml"]
 
 
 # ---------------------------------------------------------------------------- overrides
@@ -692,9 +692,14 @@ def load_config(path: str | Path | None = None, overrides=None) -> Config:
     return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
 
 
+def config_yaml(cfg: Config) -> str:
+    """The YAML text of a resolved config: RUN/config.yaml, `sharpo train --print-config`."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
     from .io import atomic_write_text
-    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    atomic_write_text(path, config_yaml(cfg))
 
 
 # ---------------------------------------------------------------------------- resume

@@ -41,7 +41,7 @@ from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
-from .model import build_optimizer, build_policy
+from .model import build_optimizer, build_policy, check_tiny_model_fits
 from .rollout import collect_rollouts
 from .run_dir import check_run_dir, mark_run_dir
 from .run_files import refuse_links
@@ -164,6 +164,8 @@ class Trainer:
         """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
         scheduler."""
         cfg = self.cfg
+        if ckpt is None and cfg.init_from is None and cfg.model.path is None:
+            check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
         torch.manual_seed(cfg.seed)
         self.model, self.tokenizer = build_policy(
             cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,

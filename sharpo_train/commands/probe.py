@@ -1,4 +1,4 @@
-"""`sharpo probe-teacher (--model DIR | --run RUN) [--games DIR] [--split S] [--per-family N]`:
+"""`sharpo probe-teacher (--model DIR | --run-dir RUN) [--games DIR] [--split S] [--per-family N]`:
 does the teacher read its hint? For each expert turn of real ALFWorld games, the gap
 (log-prob of the action with the hint minus without) of the expert's action vs a random
 admissible one, and their AUC (0.5: the hint tells the teacher nothing). See
@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from ._run_dir_arg import add_run_dir
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("probe-teacher", help="measure whether the teacher reads its hint",
@@ -16,7 +18,8 @@ def register(subparsers) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="a checkpoint directory (an SFT output, a policy dir) "
                                      "or a named model")
-    who.add_argument("--run", help="a training run directory: its newest checkpoint")
+    add_run_dir(who, "--run", help="a training run directory (or a `sharpo demo` one): its "
+                                   "newest checkpoint")
     p.add_argument("--games", default=None,
                    help="ALFWorld json_2.1.1 folder (default: ALFWORLD_DATA / ../shared/data/alfworld)")
     p.add_argument("--split", default="valid_seen")
@@ -35,7 +38,7 @@ def _model_dir(args) -> str:
         return args.model
     from sharpo_train.recipes.phases import latest_policy
     from sharpo_train.report.records import find_run_dir
-    return str(latest_policy(find_run_dir(args.run, "--run")))
+    return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
 def default_games_dir() -> str:

@@ -177,3 +177,23 @@ class PipelinePlan:
             sft_cfg.hint_env = settings.env       # the hinted warm start's hint layout
         load_config(None, [f"env.name={settings.env}"] + base_train + train)   # a bad trainer key fails here, named
         return cls(Path(out), settings, sft_cfg, base_train + train, command)
+
+    def resolved(self, runs: list[tuple[str, list[str]]]) -> dict:
+        """What the pipeline would run (``--print-config``), creating nothing: its
+        directory, the ``demo.*`` settings, the warm start's ``sft.*`` settings and the
+        trainer config of each RL run (``runs``: (folder under the pipeline directory,
+        extra trainer overrides)): the first in full (``train``), every run as the keys
+        where it differs from the first (``runs``, when there are several)."""
+        from ..config import _flat
+        from .phases import train_config
+        tasks = self.out / env_recipe(self.settings.env).tasks_path
+        configs = [(folder, train_config(tasks, self.out / "sft", self.settings,
+                                         self.train_overrides, self.out / folder,
+                                         extra).to_dict()) for folder, extra in runs]
+        out = {"run_dir": str(self.out), "demo": asdict(self.settings), "sft": asdict(self.sft),
+               "train": configs[0][1]}
+        if len(configs) > 1:
+            first = _flat(configs[0][1])
+            out["runs"] = {folder: {k: v for k, v in _flat(cfg).items() if first.get(k) != v}
+                           for folder, cfg in configs}
+        return out
