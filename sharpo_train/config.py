@@ -55,7 +55,7 @@ INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes a
 __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_overrides", "parse_override",
            "split_override", "override_key",
            "apply_overrides", "validate_settings", "load_settings", "read_yaml_layers",
-           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config"]
+           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config", "config_yaml"]
 
 
 # ---------------------------------------------------------------------------- overrides
@@ -466,9 +466,13 @@ class TeacherConfig:
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
     hint_placement: str = "after_task"    # after_task | after_observation (teacher.py,
                                           # docs/training.md, hint placement)
+    hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
+                                          # or its turns up to the row's (teacher.py)
 
     def validate(self) -> None:
-        from .teacher import HINT_PLACEMENTS
+        from .teacher import HINT_PLACEMENTS, HINT_SCOPES
+        need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
+             self.hint_scope)
         need(self.choice in ("random", "first"), "choice", "random or first", self.choice)
         need(self.hint_placement in HINT_PLACEMENTS, "hint_placement",
              " or ".join(HINT_PLACEMENTS), self.hint_placement)
@@ -692,9 +696,14 @@ def load_config(path: str | Path | None = None, overrides=None) -> Config:
     return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
 
 
+def config_yaml(cfg: Config) -> str:
+    """The YAML text of a resolved config: RUN/config.yaml, `sharpo train --print-config`."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
     from .io import atomic_write_text
-    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    atomic_write_text(path, config_yaml(cfg))
 
 
 # ---------------------------------------------------------------------------- resume
