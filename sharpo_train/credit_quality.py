@@ -195,6 +195,60 @@ def step_credit_quality(batch, advantages: torch.Tensor, labels, *, n_boot: int 
             "credit_quality/on_plan_frac": (sum(known) / len(known)) if known else float("nan")}
 
 
+# ------------------------------------------------------------------------- SHARPO weights
+PROFILE_CLASSES = ("decisive action", "other action", "reasoning")
+SATURATION_TOLERANCE = 1e-4     # |w - 1| >= alpha * (1 - tol) counts as saturated
+
+
+def weight_profile(parts, *, alpha: float) -> dict:
+    """Where SHARPO's segment weight w (docs/method.md §4) departs from 1, by segment class,
+    pooled over ``parts``: (batch, out, labels) triples.
+
+    ``out``: a CreditOutput of ``sharpo`` on ``batch`` (its ``segments``: gap/weight [B, K],
+    K the segments of a row, segment k = the row's turn's ``spans[k]``); ``labels`` [N][turns]
+    as for ``segment_coefficients``; ``alpha`` the clip bound the weights were made with.
+    Only scored segments count (a teacher, A_i != 0, a real segment). Classes: "decisive
+    action" (an action span whose turn has a label: the corridor's lamp turns, ALFWorld's
+    planner-labelled turns), "other action" (an action span of an unlabelled turn: any
+    choice was fine), "reasoning" (think spans). Per class: {segments, gap_abs_mean,
+    gap_abs_median, w_dev_mean (mean |w - 1|), saturated_frac (|w - 1| at alpha)};
+    NaN where a class has no segment."""
+    rows: dict = {c: ([], []) for c in PROFILE_CLASSES}
+    for batch, out, labels in parts:
+        _profile_rows(batch, out, labels, rows)
+    res = {}
+    for c, (g, d) in rows.items():
+        g, d = np.array(g), np.array(d)
+        nan = float("nan")
+        res[c] = {"segments": int(g.size),
+                  "gap_abs_mean": float(g.mean()) if g.size else nan,
+                  "gap_abs_median": float(np.median(g)) if g.size else nan,
+                  "w_dev_mean": float(d.mean()) if d.size else nan,
+                  "saturated_frac": float((d >= alpha * (1 - SATURATION_TOLERANCE)).mean())
+                  if d.size else nan}
+    return res
+
+
+def _profile_rows(batch, out, labels, rows: dict) -> None:
+    """Append (|gap|, |w - 1|) of every scored segment of one batch to rows[class]."""
+    seg = out.segments
+    if seg is None:
+        raise ValueError("out: expected sharpo's CreditOutput (with segments), got none")
+    gap, w = seg.gap.double().cpu(), seg.weight.double().cpu()
+    base, has_t = out.base.cpu(), batch.has_teacher.cpu()
+    for b, (e, t) in enumerate(zip(batch.episode, batch.turn)):
+        if not bool(has_t[b]) or float(base[b]) == 0.0:
+            continue
+        lab = labels[e][t] if t < len(labels[e]) else None
+        for k, span in enumerate(batch.episodes[e].turns[t].spans):
+            if k >= gap.shape[1] or math.isnan(float(gap[b, k])):
+                continue
+            c = "reasoning" if span.kind != "action" else (
+                "decisive action" if lab is not None else "other action")
+            rows[c][0].append(abs(float(gap[b, k])))
+            rows[c][1].append(abs(float(w[b, k]) - 1.0))
+
+
 # ------------------------------------------------------------------------- saved batches
 def _episode_json(ep) -> dict:
     return {"task": dataclasses.asdict(ep.task), "group": ep.group, "index": ep.index,

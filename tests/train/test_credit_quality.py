@@ -1,6 +1,7 @@
 """Credit quality (sharpo_train/credit_quality.py, docs/credit_quality.md): the AUC against
 a plain pairwise reference, segment coefficients, planner labels against a fresh engine
 that plans at every step, saved batches (safetensors + JSON) and offline scoring."""
+import dataclasses
 import json
 import os
 import random
@@ -12,9 +13,11 @@ import torch
 from sharpo_train.batch import StepBatch
 from sharpo_train.config import ConfigError, load_config
 from sharpo_train.estimators import EstimatorConfig
-from sharpo_train.credit_quality import (TIE_TOLERANCE, Segments, credit_auc, load_batch,
-                                         results_table, save_batch, score_batches,
-                                         segment_coefficients, step_credit_quality)
+from sharpo_train.credit import scored_segments
+from sharpo_train.credit_quality import (PROFILE_CLASSES, TIE_TOLERANCE, Segments, credit_auc,
+                                         load_batch, results_table, save_batch, score_batches,
+                                         segment_coefficients, step_credit_quality,
+                                         weight_profile)
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, episode_advantages
 from sharpo_train.rollout import Episode, Turn
@@ -365,3 +368,36 @@ def test_trainer_logs_credit_quality_and_saves_batches(tiny_root, tmp_path):
     res = score_batches([run / "batches" / "step_00001.json"], cfg.estimator, ["grpo", "empg"],
                         n_boot=10)
     assert "skipped" not in res["empg"]
+
+
+def test_weight_profile_classes_and_saturation():
+    batch, labels = make_batch(2)
+    params = dataclasses.replace(EstimatorConfig().params("sharpo"), lam=1.0, alpha=0.9, tau=1e-3)
+    out = ESTIMATORS["sharpo"].fn(batch, params)
+    res = weight_profile([(batch, out, labels)], alpha=0.9)
+    # reference: walk the spans directly
+    want = {c: [] for c in PROFILE_CLASSES}
+    for b, (e, t) in enumerate(zip(batch.episode, batch.turn)):
+        if not batch.has_teacher[b] or out.base[b] == 0:
+            continue
+        for k, sp in enumerate(batch.episodes[e].turns[t].spans):
+            c = "reasoning" if sp.kind == "think" else (
+                "other action" if labels[e][t] is None else "decisive action")
+            want[c].append((abs(float(out.segments.gap[b, k])),
+                            abs(float(out.segments.weight[b, k]) - 1)))
+    assert sum(len(v) for v in want.values()) == int(scored_segments(
+        out.segments.gap, out.base, batch.has_teacher).sum()) > 5
+    for c in PROFILE_CLASSES:
+        assert res[c]["segments"] == len(want[c])
+        if want[c]:
+            g, d = np.array(want[c]).T
+            assert res[c]["gap_abs_mean"] == pytest.approx(g.mean())
+            assert res[c]["w_dev_mean"] == pytest.approx(d.mean())
+    # tau -> 0: every nonzero gap saturates; a wide tau saturates (almost) none
+    assert res["decisive action"]["saturated_frac"] == 1.0
+    soft = weight_profile([(batch, ESTIMATORS["sharpo"].fn(
+        batch, dataclasses.replace(params, tau=100.0)), labels)], alpha=0.9)
+    assert soft["decisive action"]["saturated_frac"] == 0.0
+    assert soft["reasoning"]["w_dev_mean"] < res["reasoning"]["w_dev_mean"]
+    with pytest.raises(ValueError, match="out"):
+        weight_profile([(batch, ESTIMATORS["grpo"].fn(batch, EstimatorConfig()), labels)], alpha=0.9)
