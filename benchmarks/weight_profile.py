@@ -3,10 +3,11 @@
 
 Loads the saved batches of one or more runs (``log.save_batches=1``: teacher and student
 log-probs of every rollout), recomputes ``sharpo`` on exactly those rollouts with each
-``--settings`` entry (lam,alpha,tau) and prints, per segment class (decisive action =
-an action of a labelled turn, other action, reasoning), the mean and median |gap|, the mean
-|w - 1| and the fraction of segments whose weight is clipped at ±alpha. The gaps are the
-same under every setting (they depend on the rollouts only); the weights are not.
+``--settings`` entry (lam,alpha,tau) and prints, per segment class (decisive action = an
+action of a labelled turn, other action, and the reasoning of either), the mean and median
+|gap|, the mean |w - 1| and the fraction of segments whose weight is clipped at ±alpha. The
+gaps are the same under every setting (they depend on the rollouts only); the weights are
+not.
 
     PYTHONPATH=. .venv/bin/python benchmarks/weight_profile.py RUN [RUN ...] \
         --settings 0.2,0.5,1 1,0.9,0.1 1,0.9,1

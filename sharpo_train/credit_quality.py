@@ -196,7 +196,7 @@ def step_credit_quality(batch, advantages: torch.Tensor, labels, *, n_boot: int 
 
 
 # ------------------------------------------------------------------------- SHARPO weights
-PROFILE_CLASSES = ("decisive action", "other action", "reasoning")
+PROFILE_CLASSES = ("decisive action", "other action", "decisive reasoning", "other reasoning")
 SATURATION_TOLERANCE = 1e-4     # |w - 1| >= alpha * (1 - tol) counts as saturated
 
 
@@ -210,7 +210,8 @@ def weight_profile(parts, *, alpha: float) -> dict:
     Only scored segments count (a teacher, A_i != 0, a real segment). Classes: "decisive
     action" (an action span whose turn has a label: the corridor's lamp turns, ALFWorld's
     planner-labelled turns), "other action" (an action span of an unlabelled turn: any
-    choice was fine), "reasoning" (think spans). Per class: {segments, gap_abs_mean,
+    choice was fine), "decisive reasoning" / "other reasoning" (think spans of a labelled /
+    unlabelled turn). Per class: {segments, gap_abs_mean,
     gap_abs_median, w_dev_mean (mean |w - 1|), saturated_frac (|w - 1| at alpha)};
     NaN where a class has no segment."""
     rows: dict = {c: ([], []) for c in PROFILE_CLASSES}
@@ -243,8 +244,8 @@ def _profile_rows(batch, out, labels, rows: dict) -> None:
         for k, span in enumerate(batch.episodes[e].turns[t].spans):
             if k >= gap.shape[1] or math.isnan(float(gap[b, k])):
                 continue
-            c = "reasoning" if span.kind != "action" else (
-                "decisive action" if lab is not None else "other action")
+            c = ("decisive " if lab is not None else "other ") + (
+                "action" if span.kind == "action" else "reasoning")
             rows[c][0].append(abs(float(gap[b, k])))
             rows[c][1].append(abs(float(w[b, k]) - 1.0))
 

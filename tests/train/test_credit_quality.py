@@ -381,8 +381,8 @@ def test_weight_profile_classes_and_saturation():
         if not batch.has_teacher[b] or out.base[b] == 0:
             continue
         for k, sp in enumerate(batch.episodes[e].turns[t].spans):
-            c = "reasoning" if sp.kind == "think" else (
-                "other action" if labels[e][t] is None else "decisive action")
+            c = ("other " if labels[e][t] is None else "decisive ") + (
+                "reasoning" if sp.kind == "think" else "action")
             want[c].append((abs(float(out.segments.gap[b, k])),
                             abs(float(out.segments.weight[b, k]) - 1)))
     assert sum(len(v) for v in want.values()) == int(scored_segments(
@@ -398,6 +398,6 @@ def test_weight_profile_classes_and_saturation():
     soft = weight_profile([(batch, ESTIMATORS["sharpo"].fn(
         batch, dataclasses.replace(params, tau=100.0)), labels)], alpha=0.9)
     assert soft["decisive action"]["saturated_frac"] == 0.0
-    assert soft["reasoning"]["w_dev_mean"] < res["reasoning"]["w_dev_mean"]
+    assert soft["decisive reasoning"]["w_dev_mean"] < res["decisive reasoning"]["w_dev_mean"]
     with pytest.raises(ValueError, match="out"):
         weight_profile([(batch, ESTIMATORS["grpo"].fn(batch, EstimatorConfig()), labels)], alpha=0.9)
