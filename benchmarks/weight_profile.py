@@ -63,13 +63,13 @@ def profile_runs(run_dirs, settings) -> dict:
 
 
 def table(results: dict) -> str:
-    lines = ["| λ, α, τ | segment class | segments | mean \\|gap\\| | median \\|gap\\| | "
-             "mean \\|w−1\\| | saturated (\\|w−1\\| = α) |", "|---|---|---|---|---|---|---|"]
+    lines = ["| λ, α, τ | segment class | segments | mean gap | mean \\|gap\\| | median \\|gap\\| | "
+             "mean \\|w−1\\| | saturated (\\|w−1\\| = α) |", "|---|---|---|---|---|---|---|---|"]
     for (lam, alpha, tau), res in results.items():
         for c in PROFILE_CLASSES:
             r = res[c]
             lines.append(f"| {lam:g}, {alpha:g}, {tau:g} | {c} | {r['segments']} | "
-                         f"{r['gap_abs_mean']:.3f} | {r['gap_abs_median']:.3f} | "
+                         f"{r['gap_mean']:+.3f} | {r['gap_abs_mean']:.3f} | {r['gap_abs_median']:.3f} | "
                          f"{r['w_dev_mean']:.3f} | {r['saturated_frac']:.2f} |")
     return "\n".join(lines)
 

@@ -211,8 +211,8 @@ def weight_profile(parts, *, alpha: float) -> dict:
     action" (an action span whose turn has a label: the corridor's lamp turns, ALFWorld's
     planner-labelled turns), "other action" (an action span of an unlabelled turn: any
     choice was fine), "decisive reasoning" / "other reasoning" (think spans of a labelled /
-    unlabelled turn). Per class: {segments, gap_abs_mean,
-    gap_abs_median, w_dev_mean (mean |w - 1|), saturated_frac (|w - 1| at alpha)};
+    unlabelled turn). Per class: {segments, gap_mean (signed), gap_abs_mean, gap_abs_median,
+    w_dev_mean (mean |w - 1|), saturated_frac (|w - 1| at alpha)};
     NaN where a class has no segment."""
     rows: dict = {c: ([], []) for c in PROFILE_CLASSES}
     for batch, out, labels in parts:
@@ -221,9 +221,9 @@ def weight_profile(parts, *, alpha: float) -> dict:
     for c, (g, d) in rows.items():
         g, d = np.array(g), np.array(d)
         nan = float("nan")
-        res[c] = {"segments": int(g.size),
-                  "gap_abs_mean": float(g.mean()) if g.size else nan,
-                  "gap_abs_median": float(np.median(g)) if g.size else nan,
+        res[c] = {"segments": int(g.size), "gap_mean": float(g.mean()) if g.size else nan,
+                  "gap_abs_mean": float(np.abs(g).mean()) if g.size else nan,
+                  "gap_abs_median": float(np.median(np.abs(g))) if g.size else nan,
                   "w_dev_mean": float(d.mean()) if d.size else nan,
                   "saturated_frac": float((d >= alpha * (1 - SATURATION_TOLERANCE)).mean())
                   if d.size else nan}
@@ -231,7 +231,7 @@ def weight_profile(parts, *, alpha: float) -> dict:
 
 
 def _profile_rows(batch, out, labels, rows: dict) -> None:
-    """Append (|gap|, |w - 1|) of every scored segment of one batch to rows[class]."""
+    """Append (gap, |w - 1|) of every scored segment of one batch to rows[class]."""
     seg = out.segments
     if seg is None:
         raise ValueError("out: expected sharpo's CreditOutput (with segments), got none")
@@ -246,7 +246,7 @@ def _profile_rows(batch, out, labels, rows: dict) -> None:
                 continue
             c = ("decisive " if lab is not None else "other ") + (
                 "action" if span.kind == "action" else "reasoning")
-            rows[c][0].append(abs(float(gap[b, k])))
+            rows[c][0].append(float(gap[b, k]))
             rows[c][1].append(abs(float(w[b, k]) - 1.0))
 
 

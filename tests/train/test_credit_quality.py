@@ -383,7 +383,7 @@ def test_weight_profile_classes_and_saturation():
         for k, sp in enumerate(batch.episodes[e].turns[t].spans):
             c = ("other " if labels[e][t] is None else "decisive ") + (
                 "reasoning" if sp.kind == "think" else "action")
-            want[c].append((abs(float(out.segments.gap[b, k])),
+            want[c].append((float(out.segments.gap[b, k]),
                             abs(float(out.segments.weight[b, k]) - 1)))
     assert sum(len(v) for v in want.values()) == int(scored_segments(
         out.segments.gap, out.base, batch.has_teacher).sum()) > 5
@@ -391,7 +391,8 @@ def test_weight_profile_classes_and_saturation():
         assert res[c]["segments"] == len(want[c])
         if want[c]:
             g, d = np.array(want[c]).T
-            assert res[c]["gap_abs_mean"] == pytest.approx(g.mean())
+            assert res[c]["gap_mean"] == pytest.approx(g.mean())
+            assert res[c]["gap_abs_mean"] == pytest.approx(np.abs(g).mean())
             assert res[c]["w_dev_mean"] == pytest.approx(d.mean())
     # tau -> 0: every nonzero gap saturates; a wide tau saturates (almost) none
     assert res["decisive action"]["saturated_frac"] == 1.0
