@@ -467,9 +467,13 @@ class TeacherConfig:
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
     hint_placement: str = "after_task"    # after_task | after_observation (teacher.py,
                                           # docs/training.md, hint placement)
+    hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
+                                          # or its turns up to the row's (teacher.py)
 
     def validate(self) -> None:
-        from .teacher import HINT_PLACEMENTS
+        from .teacher import HINT_PLACEMENTS, HINT_SCOPES
+        need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
+             self.hint_scope)
         need(self.choice in ("random", "first"), "choice", "random or first", self.choice)
         need(self.hint_placement in HINT_PLACEMENTS, "hint_placement",
              " or ".join(HINT_PLACEMENTS), self.hint_placement)

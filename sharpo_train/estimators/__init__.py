@@ -29,6 +29,8 @@ L = longest response, N trajectories):
   ``turn`` [B]: row b is ``episodes[traj_index[b]].turns[turn[b]]``.
 - ``old_entropy`` [B, L] fp32: token entropies under theta_old (``needs_entropy`` only).
 - ``meta["step"]``: the training step (1, 2, ...), for methods with a schedule.
+- ``episode_adv`` [N] with ``meta["episode_adv_params"]``: GRPO's A_i as the trainer
+  computed it (``fill_episode_advantages``); ``episode_advantages`` reads it back.
 It returns a ``CreditOutput``. ``aux_loss`` (optional): a term the update adds to the
 policy loss, for methods that are a loss and not only an advantage (SDAR; update.py).
 """
@@ -155,6 +157,24 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
                             traj_index=batch.traj_index, backend=cfg.backend)
     return CreditOutput(seg.advantages, base, seg,
                         sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau))
+
+
+@register_estimator("sharpo_rho", params=SharpoParams, knob="lam")
+def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
+    """SHARPO's length factor alone, the weight off (an ablation): docs/method.md §4 with
+    w = 1 on every segment of every trajectory, so ``A~ = A_i * ((1 - lam) + lam * rho)``.
+    No teacher is scored (the kernel gets the student as its own teacher: every gap 0)."""
+    if batch.old_logp is None:
+        raise ValueError("sharpo_rho: old_logp is required")
+    base = episode_advantages(batch, cfg)[batch.traj_index]
+    everyone = torch.ones(base.shape[0], dtype=torch.bool)
+    seg = segment_advantage(batch.old_logp, batch.old_logp, batch.segment_ids, base,
+                            has_teacher=everyone, lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau,
+                            rho_min=cfg.rho_min, rho_max=cfg.rho_max,
+                            response_mask=batch.response_mask, traj_index=batch.traj_index,
+                            backend=cfg.backend)
+    return CreditOutput(seg.advantages, base, seg,
+                        sharpo_step_stats(seg, base, everyone, alpha=cfg.alpha, tau=cfg.tau))
 
 
 # the other methods register themselves on import (docs/estimators.md)

@@ -22,7 +22,7 @@ from ..envs.registry import get_spec
 
 from ..config import (ConfigError, OverrideText, apply_overrides, load_config, override_key,
                       parse_overrides, split_override, validate_settings)
-from ..settings import CompareConfig, DemoConfig, parse_method
+from ..settings import CompareConfig, DemoConfig, parse_method, split_method
 from ..sft import SFTConfig, parse_sft_overrides
 
 def env_recipe(name: str):
@@ -110,25 +110,45 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     out = []
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value))
+        out.append(method_run(name, value, split_method(item)[1]))
     return out
 
 
-def method_run(name: str, value: float | None) -> tuple[str, str, list[str]]:
+def method_run(name: str, value: float | None, extras: list[str] = ()
+               ) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (settings.parse_method)."""
+    estimator's knob (settings.parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: settings.split_method), named in its label
+    and its run folder's name."""
     from sharpo_train.estimators import ESTIMATORS
     if name == "grpo":
-        return "GRPO", "grpo", ["method=grpo"]
-    if name == "sharpo":
-        return (f"SHARPO (λ={value:g})", f"sharpo-lam{value:g}",
-                ["method=sharpo", f"estimator.lam={value!r}"])
-    label = {"gigpo": "GiGPO"}.get(name, name.upper())
-    if value is None:
-        return label, name, [f"method={name}"]
-    knob = ESTIMATORS[name].knob
-    return (f"{label} ({knob}={value:g})", f"{name}-{value:g}",
-            [f"method={name}", f"estimator.{knob}={value!r}"])
+        label, slug, over = "GRPO", "grpo", ["method=grpo"]
+    elif name == "sharpo":
+        label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
+        over = ["method=sharpo", f"estimator.lam={value!r}"]
+    else:
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        if value is None:
+            label, slug, over = label, name, [f"method={name}"]
+        else:
+            knob = ESTIMATORS[name].knob
+            label, slug = f"{label} ({knob}={value:g}", f"{name}-{value:g}"
+            over = [f"method={name}", f"estimator.{knob}={value!r}"]
+    shown = []
+    for x in extras:
+        key, _, raw = x.partition("=")
+        short = key.strip().rsplit(".", 1)[-1]
+        try:
+            raw = f"{float(raw):g}"
+        except ValueError:
+            raw = raw.strip()
+        shown.append(f"{short}={raw}")
+        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
+    if "(" in label:
+        label = label + "".join(f", {x}" for x in shown) + ")"
+    elif shown:
+        label = f"{label} ({', '.join(shown)})"
+    return label, slug, over + list(extras)
 
 
 @dataclass
