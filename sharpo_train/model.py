@@ -96,9 +96,15 @@ def named_model_dir(name: str, cache: str | Path | None = None) -> Path:
     holding the named model, dequantised from its GGUF file on first use (~30-60 s on
     CPU) and loaded from ``cache / name`` afterwards (0.1 s). The copy is written into a
     temporary sibling and renamed, so an interrupted build leaves no half directory; the
-    marker file records the source file and size so a changed package is rebuilt."""
-    source = named_model_source(name)
+    marker file records the source file and size so a changed package is rebuilt. Without
+    the package, a complete cached copy (its marker names this model's file) is used as is."""
     out = Path(cache or cache_root()) / name
+    try:
+        source = named_model_source(name)
+    except UsageError:
+        if name in NAMED_MODELS and _cached_copy_of(name, out):
+            return out
+        raise
     marker = {"name": name, "source": source.name, "source_bytes": source.stat().st_size}
     try:
         if json.loads((out / _CACHE_MARKER).read_text()) == marker:
@@ -120,6 +126,16 @@ def named_model_dir(name: str, cache: str | Path | None = None) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _cached_copy_of(name: str, out: Path) -> bool:
+    """True when ``out`` holds a finished copy of the named model (marker written last)."""
+    try:
+        marker = json.loads((out / _CACHE_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(marker, dict) and marker.get("name") == name
+            and marker.get("source") == NAMED_MODELS[name].gguf_file and (out / "config.json").is_file())
 
 
 def _dequantise_gguf(source: Path, out: Path) -> None:
