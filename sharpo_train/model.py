@@ -29,7 +29,9 @@ from typing import Any, Optional
 
 import torch
 
+from .assets.build_tokenizer import CHAT_TEMPLATE
 from .errors import UsageError
+from .io import loads_json
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "tokenizer"
 
@@ -165,7 +167,6 @@ def build_tokenizer(path: str | Path | None = None):
     else:
         tok = AutoTokenizer.from_pretrained(str(where))
     if tok.chat_template is None and where.resolve() == TOKENIZER_DIR:  # .jinja file lost
-        from .assets.build_tokenizer import CHAT_TEMPLATE
         tok.chat_template = CHAT_TEMPLATE
     if tok.chat_template is None:
         raise ValueError(f"model.tokenizer_path: tokenizer at {path} has no chat template")
@@ -217,7 +218,6 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
     ``config.json`` that points ``transformers_weights`` anywhere else is refused. A
     directory with only ``pytorch_model.bin`` (a pickle) is a UsageError naming ``key``
     (``init_from``, ``--model``, ``model.path``); nothing is read beyond two JSON files."""
-    from .io import loads_json
 
     path = Path(path)
     if not path.is_dir():

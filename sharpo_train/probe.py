@@ -29,6 +29,10 @@ from typing import Optional
 import torch
 
 from .envs.registry import DEFAULT_ENV, get_spec
+from .rollout import chat_prompt_ids
+from .scoring import tree_logprobs
+from .segments import find_spans
+from .teacher import teacher_prompt
 
 
 @dataclass
@@ -74,7 +78,6 @@ def auc(pos: list, neg: list) -> Optional[float]:
 
 def _action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor,
                 response_ids: list[int]) -> Optional[float]:
-    from .segments import find_spans
     spans = [s for s in find_spans(tokenizer, response_ids) if s.kind == "action"]
     if not spans:
         return None
@@ -92,9 +95,6 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
     writes the random action's reply)."""
     spec = get_spec(env)
     hooks = spec.load("probe")
-    from .rollout import chat_prompt_ids
-    from .scoring import tree_logprobs
-    from .teacher import teacher_prompt
 
     hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in records],
                        max_observation_chars=max_observation_chars)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .config import ConfigError, in_range, need
 from .envs.registry import DEFAULT_ENV, recipe_envs
+from .estimators import ESTIMATORS
 
 GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
 
@@ -60,7 +61,6 @@ def parse_method(item: str) -> tuple[str, float | None]:
     (the config's value); 'sharpo:0.05' -> ('sharpo', 0.05)."""
     import math
 
-    from .estimators import ESTIMATORS
     name, sep, raw = item.strip().partition(":")
     if name not in ESTIMATORS:
         raise ConfigError(f"methods: unknown method {item!r}; expected one of "

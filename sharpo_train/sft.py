@@ -21,6 +21,8 @@ import torch
 from .config import (ModelConfig, UsageError, apply_overrides, in_range, parse_overrides,
                      validate_settings)
 from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
+from .model import build_optimizer, build_policy
+from .teacher import HINT_PLACEMENTS, teacher_text
 
 
 @dataclass
@@ -70,7 +72,6 @@ class SFTConfig:
         in_range(self, "prompt_loss_weight", 0, 100)
         in_range(self, "hint_fraction", 0, 1)
         in_range(self, "hint_max_observation_chars", 0, 100000)
-        from .teacher import HINT_PLACEMENTS
         if self.hint_placement not in HINT_PLACEMENTS:
             raise UsageError(f"hint_placement: expected one of {list(HINT_PLACEMENTS)}, "
                               f"got {self.hint_placement!r}")
@@ -122,7 +123,6 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     the records' ``action`` and ``observation_after`` (written by `sharpo alfworld demos`);
     episodes without them are skipped. ``env``: the environment (its EnvSpec's
     ``prompts.render_hint`` and task line)."""
-    from .teacher import teacher_text
 
     spec = get_spec(env)
 
@@ -228,7 +228,6 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    from .model import build_optimizer, build_policy
     model, tokenizer = build_policy(cfg.model)
     eot = end_of_turn_ids(tokenizer)
     examples = [encode_example(tokenizer, m, eot, cfg.max_length) for m in messages]

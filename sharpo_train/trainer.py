@@ -32,6 +32,7 @@ from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_
                          restore_optimizer, restore_scheduler, save_checkpoint)
 from .config import Config, check_resume, load_settings, save_config
 from .credit_record import credit_record, write_credit
+from .device import resolve_device
 from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from .envs import get_spec
 from .errors import UsageError
@@ -47,18 +48,6 @@ from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
 from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
 from .update import update_policy
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError as exc:
-        raise ValueError(f"model.device: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"model.device: {name!r} requested but CUDA is not available")
-    return dev
 
 
 def _final_eval_on_record(run_dir: Path, total_steps: int) -> bool:

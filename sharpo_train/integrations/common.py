@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 import torch
 
 from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+from sharpo_train.segments import find_spans, segment_ids
 
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
 
@@ -61,7 +62,6 @@ def insert_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_prompt_l
 
 def response_segment_ids(tokenizer, response_ids: Sequence[int]) -> list[int]:
     """[len(response_ids)] ints: segment k on the k-th <think>/<action> span, -1 elsewhere."""
-    from sharpo_train.segments import find_spans, segment_ids
 
     ids = [int(t) for t in response_ids]
     return segment_ids(find_spans(tokenizer, ids), len(ids))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+from ..report.demo import write_demo_report
 from . import phases
 from .settings import PipelinePlan
 
@@ -62,7 +63,6 @@ def run_demo(plan: PipelinePlan, echo=print) -> Path:
                 sft_dir, cfg(), real, real_root, s.real_max_turns), echo)
         log.run("eval_real_rl", lambda: phases.evaluate(
             phases.latest_policy(rl_dir), cfg(), real, real_root, s.real_max_turns), echo)
-    from ..report.demo import write_demo_report
     log.run("report", lambda: write_demo_report(out, log, s), echo)
     echo(f"\nresults: {out / 'results.md'}\nrun directory: {out}")
     return out

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..envs.registry import get_spec
-
 from ..config import (ConfigError, OverrideText, apply_overrides, load_config, parse_overrides,
                       validate_settings)
+from ..envs.registry import get_spec
+from ..estimators import ESTIMATORS
 from ..settings import CompareConfig, DemoConfig, parse_method
 from ..sft import SFTConfig, parse_sft_overrides
 
@@ -121,7 +121,6 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
 def method_run(name: str, value: float | None) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
     estimator's knob (settings.parse_method)."""
-    from sharpo_train.estimators import ESTIMATORS
     if name == "grpo":
         return "GRPO", "grpo", ["method=grpo"]
     if name == "sharpo":
