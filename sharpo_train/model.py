@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 import torch
 
-from .assets.build_tokenizer import CHAT_TEMPLATE
+from .assets.build_tokenizer import CHAT_TEMPLATE, VOCAB_SIZE
 from .errors import UsageError
 from .io import loads_json
 
@@ -294,6 +294,67 @@ def _where(key: str, path: Path) -> str:
     return str(path) if key == str(path) else f"{key}: {path}"
 
 
+def tiny_model_parameters(model_cfg: Any, vocab_size: int) -> int:
+    """Parameter count of the tiny Qwen2 model ``tiny_qwen2_config`` describes (no
+    allocation): embeddings, per layer q/k/v/o (+ q/k/v biases), the SwiGLU MLP and two
+    norms, the final norm, and an untied lm_head."""
+    H = int(_get(model_cfg, "hidden_size", 64))
+    inter = int(_get(model_cfg, "intermediate_size", 256))
+    L = int(_get(model_cfg, "num_layers", 2))
+    heads, kv = int(_get(model_cfg, "num_heads", 4)), int(_get(model_cfg, "num_kv_heads", 2))
+    kv_dim = H // heads * kv
+    attn = H * H + 2 * H * kv_dim + H * H + H + 2 * kv_dim       # q, k, v, o + biases
+    layer = attn + 3 * H * inter + 2 * H
+    tied = bool(_get(model_cfg, "tie_word_embeddings", True))
+    return vocab_size * H * (1 if tied else 2) + L * layer + H
+
+
+def available_memory_bytes(device: str) -> Optional[int]:
+    """Free memory of ``device`` ("cpu": MemAvailable of /proc/meminfo; "cuda[:i]": the
+    GPU's free memory); None when it cannot be told."""
+    try:
+        if device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                return None
+            return int(torch.cuda.mem_get_info(int(device.partition(":")[2] or 0))[0])
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return None
+
+
+def check_tiny_model_fits(model_cfg: Any, *, with_reference: bool = False) -> None:
+    """UsageError naming the model.* shape when the tiny model (no ``model.path``) with its
+    gradients and AdamW states (16 bytes a parameter in fp32, 20 with fp32 masters for
+    bf16/fp16; + one more copy of the weights for the KL reference) cannot fit in the
+    memory free on ``model.device`` now. Nothing is allocated."""
+    tok_path = _get(model_cfg, "tokenizer_path")
+    n = tiny_model_parameters(model_cfg, VOCAB_SIZE if tok_path is None
+                              else len(build_tokenizer(tok_path)))
+    dtype = str(_get(model_cfg, "dtype", "float32"))
+    width = 4 if _DTYPES.get(dtype, torch.float32) == torch.float32 else 2
+    need = n * (width * 2 + (0 if width == 4 else 4) + 8 + (width if with_reference else 0))
+    device = str(_get(model_cfg, "device", "cpu"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    free = available_memory_bytes(device)
+    if free is not None and need > free:
+        raise UsageError(
+            f"model: the tiny model (hidden_size={_get(model_cfg, 'hidden_size')}, "
+            f"intermediate_size={_get(model_cfg, 'intermediate_size')}, "
+            f"num_layers={_get(model_cfg, 'num_layers')}) has {n:,} parameters and needs about "
+            f"{need / 2**30:.1f} GiB for weights, gradients and optimizer states; {device} has "
+            f"{free / 2**30:.1f} GiB free (make it smaller)")
+
+
+def _allocation_error(exc: BaseException) -> bool:
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and ("allocate" in str(exc) or "out of memory" in str(exc)))
+
+
 def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = None,
                  weights_key: str = "model.path"):
     """-> (model, tokenizer). ``weights_from`` (a local HF directory, e.g. an SFT output or
@@ -329,7 +390,15 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
     else:
         config = tiny_qwen2_config(model_cfg, len(tokenizer), tokenizer)
         config._attn_implementation = attn
-        model = Qwen2ForCausalLM(config).to(dtype)
+        try:
+            model = Qwen2ForCausalLM(config).to(dtype)
+        except (RuntimeError, MemoryError) as exc:
+            if not _allocation_error(exc):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"model: the tiny model (hidden_size={config.hidden_size}, "
+                             f"intermediate_size={config.intermediate_size}, num_layers="
+                             f"{config.num_hidden_layers}) cannot be allocated ({first[:200]})") from None
     gen = model.generation_config
     gen.pad_token_id = tokenizer.pad_token_id
     if gen.eos_token_id is None:

@@ -200,8 +200,11 @@ def tree_logprobs(model, seqs: list[list[int]], num_scored: list[int], *,
         empty = [torch.zeros(0, device=device) for _ in seqs]
         return (empty, list(empty)) if return_entropy else empty
     H = torch.cat(hid).to(weight.dtype)      # autocast may have left it in bf16
+    # check_finite=False: a diverged policy's NaN reaches the loss, and the trainer stops the
+    # run with NonFiniteTrainingError (one line, last good checkpoint kept)
     out = linear_logprobs(H, weight, torch.cat(labels).to(device), bias=bias,
-                          temperature=temperature, return_entropy=return_entropy)
+                          temperature=temperature, return_entropy=return_entropy,
+                          check_finite=False)
     if return_entropy:
         return list(out[0].float().split(sizes)), list(out[1].float().split(sizes))
     return list(out.float().split(sizes))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts
+from .run_dir import check_run_dir, mark_run_dir
 from .run_files import refuse_links
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
@@ -61,6 +63,15 @@ def _eval_on_record(run_dir: Path, step: int) -> bool:
     path = run_dir / "metrics.jsonl"
     return path.is_file() and any(r.get("kind") == "eval" and r.get("step") == step
                                   for r in read_jsonl(path))
+
+
+def _first_missing(path: Path):
+    """The outermost folder of ``path`` that does not exist yet (what ``mkdir(parents=True)``
+    creates), or None when ``path`` exists."""
+    path, missing = path.absolute(), None
+    while not path.exists() and not path.is_symlink():
+        missing, path = path, path.parent
+    return missing
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -83,14 +94,19 @@ class Trainer:
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
         self.report_to = parse_report_to(cfg.log.report_to)
         check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
+        check_run_dir(self.run_dir)       # no system folder, no foreign folder (run_dir.py)
         refuse_links(self.run_dir)     # nothing of the run is written through a link
+        created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
         try:
+            mark_run_dir(self.run_dir)    # RUN/.sharpo-run, before any other file of the run
             self._setup()
         except BaseException:
             self.lock.release()
+            if created is not None:      # a refused new run leaves no half-made directory
+                shutil.rmtree(created, ignore_errors=True)
             raise
 
     def _setup(self) -> None:

@@ -57,7 +57,7 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
     h = hidden[rows_t, torch.tensor(cols, device=device)].to(weight.dtype)     # [N, H]
     labels = torch.cat([torch.tensor(r, dtype=torch.long) for r in response_ids]).to(device)
     out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
-                          return_entropy=with_entropy)
+                          return_entropy=with_entropy, check_finite=False)   # trainer checks the loss
     logp, ent = out if with_entropy else (out, torch.zeros_like(out))
     dst_t = torch.tensor(dst, device=device)
     lp = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), logp.float())

@@ -2,9 +2,10 @@
 (docs/api.md): the public functions and the dispatch to a backend.
 
     token_logprobs(logits, labels, *, temperature=1.0, ignore_index=-100,
-                   return_entropy=False, backend=None) -> logp (, entropy)
+                   return_entropy=False, backend=None, check_finite=None) -> logp (, entropy)
     linear_logprobs(hidden, weight, labels, *, bias=None, temperature=1.0,
-                    ignore_index=-100, return_entropy=False, backend=None) -> logp (, entropy)
+                    ignore_index=-100, return_entropy=False, backend=None,
+                    check_finite=None) -> logp (, entropy)
 
 Both validate their arguments (checks.py: ValueError/TypeError naming the argument), flatten
 the leading dimensions, and dispatch to a backend (chosen by sharpo_kernels/_backend.py),
@@ -28,7 +29,8 @@ from typing import Optional
 import torch
 
 from .. import _backend
-from .checks import check_float, check_label_values, check_labels, check_linear, check_scalars
+from .checks import (check_finite_linear, check_finite_logits, check_float, check_label_values,
+                     check_labels, check_linear, check_scalars, resolve_check_finite)
 from .cpu import linear_logprobs_cpu, token_logprobs_cpu
 from .reference import linear_logprobs_reference, token_logprobs_reference
 
@@ -45,8 +47,11 @@ def _finish(logp, entropy, lead, return_entropy):
 
 
 @torch.compiler.disable
-def _token_dispatch(backend, logits, labels, temperature, ignore_index, return_entropy):
+def _token_dispatch(backend, logits, labels, temperature, ignore_index, return_entropy,
+                    check_finite=False):
     check_label_values(labels, logits.shape[-1], ignore_index)
+    if check_finite:
+        check_finite_logits(logits, labels, ignore_index)
     if backend == "torch":
         out = token_logprobs_reference(logits, labels, temperature=temperature,
                                        ignore_index=ignore_index, return_entropy=return_entropy)
@@ -59,7 +64,7 @@ def _token_dispatch(backend, logits, labels, temperature, ignore_index, return_e
 
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, *, temperature: float = 1.0,
                    ignore_index: int = -100, return_entropy: bool = False,
-                   backend: Optional[str] = None):
+                   backend: Optional[str] = None, check_finite: Optional[bool] = None):
     """log softmax(logits / temperature) at the labels, never materialising [N, V].
 
     Args:
@@ -69,6 +74,10 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, *, temperature: f
         ignore_index: label value whose rows give log-prob 0, entropy 0 and no gradient.
         return_entropy: also return the entropy of softmax(logits / temperature).
         backend: None (automatic), "cpu", "triton" or "torch".
+        check_finite: refuse (ValueError naming ``logits`` and the row) a scored row that
+            holds NaN or +inf or only -inf; -inf entries (masked tokens) are allowed. One
+            min/max pass over the logits. None (default): on for CPU tensors, off for
+            CUDA tensors (then such rows give NaN log-probs). docs/api.md.
 
     Returns:
         logp [...] float32 (float64 for float64 logits), and entropy [...] when asked.
@@ -80,19 +89,22 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, *, temperature: f
     if vocab == 0:
         raise ValueError("logits: the vocabulary (last) dimension is empty")
     check_labels(labels, logits.shape[:-1], logits.device)
+    check_finite = resolve_check_finite(check_finite, logits.device)
     name = _backend.resolve_backend(backend, logits.device, _backend.OP_BACKENDS["token_logprobs"])
     lead = labels.shape
     logits2 = logits.reshape(-1, vocab)
     labels2 = labels.reshape(-1).long()
     logp, entropy = _token_dispatch(name, logits2, labels2, temperature, ignore_index,
-                                    return_entropy)
+                                    return_entropy, check_finite)
     return _finish(logp, entropy, lead, return_entropy)
 
 
 @torch.compiler.disable
 def _linear_dispatch(backend, hidden, weight, bias, labels, temperature, ignore_index,
-                     return_entropy):
+                     return_entropy, check_finite=False):
     check_label_values(labels, weight.shape[0], ignore_index)
+    if check_finite:
+        check_finite_linear(hidden, weight, bias, labels, ignore_index)
     if backend == "torch":
         out = linear_logprobs_reference(hidden, weight, labels, bias=bias,
                                         temperature=temperature, ignore_index=ignore_index,
@@ -109,7 +121,7 @@ def _linear_dispatch(backend, hidden, weight, bias, labels, temperature, ignore_
 def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, *,
                     bias: Optional[torch.Tensor] = None, temperature: float = 1.0,
                     ignore_index: int = -100, return_entropy: bool = False,
-                    backend: Optional[str] = None):
+                    backend: Optional[str] = None, check_finite: Optional[bool] = None):
     """token_logprobs(hidden @ weight.T + bias, labels) without holding the [N, V] logits.
 
     Args:
@@ -118,6 +130,10 @@ def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Te
         labels: [...] integer, the leading shape of hidden; each in [0, V) or ignore_index.
         bias: [V] or None, same dtype as weight.
         temperature, ignore_index, return_entropy, backend: as in token_logprobs.
+        check_finite: refuse (ValueError naming ``hidden``, ``weight`` or ``bias``) NaN/inf
+            in a scored row of hidden, anywhere in weight, or NaN/+inf in bias (-inf bias
+            entries mask tokens). One min/max pass over hidden and weight. None
+            (default): on for CPU tensors, off for CUDA tensors. docs/api.md.
 
     Returns:
         logp [...] float32 (float64 for float64 inputs), and entropy [...] when asked.
@@ -126,11 +142,12 @@ def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Te
     check_linear(hidden, weight, bias)
     temperature, ignore_index = check_scalars(temperature, ignore_index, return_entropy)
     check_labels(labels, hidden.shape[:-1], hidden.device)
+    check_finite = resolve_check_finite(check_finite, hidden.device)
     name = _backend.resolve_backend(backend, hidden.device,
                                     _backend.OP_BACKENDS["linear_logprobs"])
     lead = labels.shape
     hidden2 = hidden.reshape(-1, hidden.shape[-1])
     labels2 = labels.reshape(-1).long()
     logp, entropy = _linear_dispatch(name, hidden2, weight, bias, labels2, temperature,
-                                     ignore_index, return_entropy)
+                                     ignore_index, return_entropy, check_finite)
     return _finish(logp, entropy, lead, return_entropy)

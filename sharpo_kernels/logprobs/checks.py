@@ -1,9 +1,16 @@
 """Argument checks of `token_logprobs` and `linear_logprobs` (docs/api.md: bad input raises
 a ValueError/TypeError whose message starts with the argument's name; nothing is computed).
 
-All checks but `check_label_values` read only metadata (types, shapes, dtypes, devices), so
-they are fine inside a `torch.compile` graph; `check_label_values` reads the labels (a
-device sync on CUDA) and runs inside the dispatch that torch.compile leaves out.
+All checks but `check_label_values` and the finiteness checks read only metadata (types,
+shapes, dtypes, devices), so they are fine inside a `torch.compile` graph;
+`check_label_values`, `check_finite_logits` and `check_finite_linear` read the data (a
+device sync on CUDA) and run inside the dispatch that torch.compile leaves out.
+
+Finiteness (``check_finite``, docs/api.md "Non-finite inputs"): a row that is scored (its
+label is not ignore_index) must not hold NaN or +inf, and not be -inf everywhere; -inf
+entries are masked tokens and allowed (their log-prob is -inf). The check is one max
+pass over the inputs, no [N, V] temporary: on by default for CPU tensors, off for CUDA
+tensors (it would add a pass over the logits and a host sync to every call).
 """
 from __future__ import annotations
 
@@ -104,3 +111,54 @@ def check_linear(hidden, weight, bias: Optional[torch.Tensor]) -> None:
         if bias.device != weight.device:
             raise ValueError(f"bias: device {bias.device} differs from weight's "
                              f"{weight.device}")
+
+
+def resolve_check_finite(flag, device: torch.device) -> bool:
+    """``check_finite``: None -> True on CPU, False elsewhere; else a bool."""
+    if flag is None:
+        return device.type == "cpu"
+    if not isinstance(flag, bool):
+        raise TypeError(f"check_finite: expected a bool or None, got {type(flag).__name__}")
+    return flag
+
+
+@torch.no_grad()
+def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int) -> None:
+    """logits [N, V], labels [N]: every scored row free of NaN/+inf and not all -inf.
+    One row-max pass (max propagates NaN), no [N, V] temporary."""
+    if not logits.numel():
+        return
+    hi = logits.amax(dim=-1)                                      # [N]
+    bad = ~torch.isfinite(hi) & (labels != ignore_index)
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        h = float(hi[r])
+        what = "NaN" if math.isnan(h) else "+inf" if h > 0 else "only -inf"
+        raise ValueError(f"logits: row {r} (label {int(labels[r])}) holds {what}; scored rows "
+                         f"must be finite (-inf entries, masked tokens, are allowed; pass "
+                         f"check_finite=False to skip this check and get NaN out)")
+
+
+@torch.no_grad()
+def check_finite_linear(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                        labels: torch.Tensor, ignore_index: int) -> None:
+    """hidden [N, H] (scored rows), weight [V, H] finite; bias [V] free of NaN/+inf (-inf:
+    a masked token)."""
+    scored = labels != ignore_index
+    if hidden.numel() and bool(scored.any()):
+        bad = ~torch.isfinite(hidden.abs().amax(dim=-1)) & scored          # [N]
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0, 0])
+            raise ValueError(f"hidden: row {r} (label {int(labels[r])}) holds NaN or inf; "
+                             f"scored rows must be finite (pass check_finite=False to skip "
+                             f"this check and get NaN out)")
+    lo, hi = torch.aminmax(weight)
+    if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        raise ValueError("weight: holds NaN or inf (pass check_finite=False to skip this "
+                         "check and get NaN out)")
+    if bias is not None and bias.numel():
+        hi = float(bias.max())
+        if math.isnan(hi) or hi == math.inf or hi == -math.inf:
+            raise ValueError(f"bias: holds {'NaN' if math.isnan(hi) else '+inf' if hi > 0 else 'only -inf'} "
+                             f"(-inf entries, masked tokens, are allowed; pass "
+                             f"check_finite=False to skip this check)")

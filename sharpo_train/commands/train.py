@@ -31,6 +31,7 @@ def plan(args):
     the key, option or path on a user error. Creates nothing."""
     from ..config import (OverrideText, coerce, load_config, parse_overrides, resume_config)
     from ..errors import UsageError
+    from ..run_dir import check_run_dir
 
     data = parse_overrides(args.overrides)
     if args.run_dir is not None:
@@ -41,9 +42,11 @@ def plan(args):
             run_dir = coerce("run_dir", data["run_dir"], str)
         else:   # the run_dir the same command line without --resume would use
             run_dir = load_config(args.config, data).run_dir
+        check_run_dir(run_dir)        # a system or foreign folder: refused before reading it
         cfg = resume_config(run_dir, data, args.config)
     else:
         cfg = load_config(args.config, data)
+        check_run_dir(cfg.run_dir)
         metrics = Path(cfg.run_dir) / "metrics.jsonl"
         if metrics.is_file() and metrics.stat().st_size > 0:
             raise UsageError(f"run_dir: {cfg.run_dir} already holds a run; pass --resume to "
@@ -58,7 +61,7 @@ def check_paths_and_device(cfg) -> None:
     unless they are to be generated)."""
     from ..envs.registry import get_spec
     from ..errors import UsageError
-    from ..model import NAMED_MODELS, check_weights_dir
+    from ..model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
@@ -70,6 +73,8 @@ def check_paths_and_device(cfg) -> None:
     key = "init_from" if cfg.init_from is not None else "model.path"
     if weights is not None and weights not in NAMED_MODELS:
         check_weights_dir(weights, key)
+    if weights is None:       # the tiny model: its size must fit in the memory free now
+        check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
     if cfg.model.device.startswith("cuda"):
         import torch
         index = int(cfg.model.device.partition(":")[2] or 0)

@@ -7,11 +7,13 @@
   (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
+- ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) and
 the hint constants are the trainer's too: sharpo_train/credit.py.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
@@ -100,3 +102,37 @@ def left_pad(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]
         "input_ids": torch.cat([prompt_t, resp_t], dim=1), "attention_mask": attn,
         "position_ids": (attn.cumsum(-1) - 1).clamp(min=0), "response_mask": rmask,
     }
+
+
+def check_sharpo_settings(c) -> None:
+    """ValueError/TypeError naming the field of ``c`` (TRL's SharpoConfig, or any object
+    with these attributes) that is out of range: lam in [0, 1], alpha
+    in (0, 1), tau > 0, 0 < rho_min <= rho_max, success_threshold (all finite real numbers,
+    never a bool), max_hint_tokens an int >= MIN_HINT_TOKENS, hint_template a format string
+    using only ``{hint}``. An infinite tau or rho_max or a NaN threshold would silently
+    turn SHARPO into plain GRPO (docs/method.md §4)."""
+    for name in ("lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"):
+        v = getattr(c, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: expected a real number, got {type(v).__name__} {v!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"{name}: expected a finite number, got {v}")
+    if not 0.0 <= c.lam <= 1.0:
+        raise ValueError(f"lam: expected 0 <= lam <= 1, got {c.lam}")
+    if not 0.0 < c.alpha < 1.0:
+        raise ValueError(f"alpha: expected 0 < alpha < 1, got {c.alpha}")
+    if not c.tau > 0.0:
+        raise ValueError(f"tau: expected tau > 0, got {c.tau}")
+    if not 0.0 < c.rho_min <= c.rho_max:
+        raise ValueError(f"rho_min/rho_max: expected 0 < rho_min <= rho_max, got {c.rho_min}, {c.rho_max}")
+    if isinstance(c.max_hint_tokens, bool) or not isinstance(c.max_hint_tokens, int):
+        raise TypeError(f"max_hint_tokens: expected an int, got {type(c.max_hint_tokens).__name__}")
+    if c.max_hint_tokens < MIN_HINT_TOKENS:
+        raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {c.max_hint_tokens}")
+    if not isinstance(c.hint_template, str) or "{hint}" not in c.hint_template:
+        raise ValueError("hint_template: must be a string containing '{hint}'")
+    try:
+        c.hint_template.format(hint="")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"hint_template: {{hint}} is the only field it may use "
+                         f"(literal braces doubled: '{{{{' '}}}}'); format failed: {exc!r}") from None

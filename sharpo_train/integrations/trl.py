@@ -31,9 +31,9 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_train.credit import MIN_HINT_TOKENS, SUCCESS_THRESHOLD, scored_segments, successful_peers
-from sharpo_train.integrations.common import (HINT_TEMPLATE, generation_suffix_ids, insert_hint, left_pad,
-                                              response_segment_ids)
+from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
+                                              insert_hint, left_pad, response_segment_ids)
 
 SEGMENTERS = ("tags", "completion")
 
@@ -54,20 +54,9 @@ class SharpoConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if not 0.0 <= self.lam <= 1.0:
-            raise ValueError(f"lam: expected 0 <= lam <= 1, got {self.lam}")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha: expected 0 < alpha < 1, got {self.alpha}")
-        if not self.tau > 0.0:
-            raise ValueError(f"tau: expected tau > 0, got {self.tau}")
-        if not 0.0 < self.rho_min <= self.rho_max:
-            raise ValueError(f"rho_min/rho_max: expected 0 < rho_min <= rho_max, got {self.rho_min}, {self.rho_max}")
+        check_sharpo_settings(self)
         if self.segmenter not in SEGMENTERS:
             raise ValueError(f"segmenter: expected one of {SEGMENTERS}, got {self.segmenter!r}")
-        if int(self.max_hint_tokens) < MIN_HINT_TOKENS:
-            raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {self.max_hint_tokens}")
-        if "{hint}" not in self.hint_template:
-            raise ValueError("hint_template: must contain '{hint}'")
 
 
 def completion_segment_ids(tokenizer, ids: list[int], turn_mask: list[int], segmenter: str = "tags") -> list[int]:

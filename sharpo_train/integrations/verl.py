@@ -69,6 +69,11 @@ def episode_advantages(token_level_rewards: torch.Tensor, uid: np.ndarray, traj_
         raise ValueError(f"uid/traj_uid: expected {B} entries, got {len(uid)}/{len(traj_uid)}")
     traj_index = _nonneg_index(np.asarray(traj_uid, dtype=object))
     scores = token_level_rewards.float().sum(-1)
+    bad = ~torch.isfinite(scores)
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"token_level_rewards: non-finite reward {float(scores[r])} in row {r} "
+                         f"(traj_uid {traj_uid[r]!r}); rewards must be finite")
     N = int(traj_index.max()) + 1 if B else 0
     first = torch.full((N,), B, dtype=torch.long).scatter_reduce(0, traj_index, torch.arange(B), "amin")
     reward = scores[first]
@@ -120,10 +125,16 @@ def compute_sharpo_advantage(data: DataProto, lam: float = D.lam, alpha: float =
         if key not in data.non_tensor_batch:
             raise ValueError(f"{key}: missing from data.non_tensor_batch")
     b = data.batch
+    if b["sharpo_has_teacher"].dtype != torch.bool:
+        raise TypeError(f"sharpo_has_teacher: expected a bool tensor, got "
+                        f"{b['sharpo_has_teacher'].dtype} (build_teacher_batch writes bool)")
+    if b["sharpo_segment_ids"].dtype.is_floating_point or b["sharpo_segment_ids"].dtype == torch.bool:
+        raise TypeError(f"sharpo_segment_ids: expected an integer tensor, got "
+                        f"{b['sharpo_segment_ids'].dtype} (build_segment_ids writes int64)")
     traj_index, a_ep, _, _ = episode_advantages(
         b["token_level_rewards"], data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"],
         norm_adv_by_std=norm_adv_by_std, epsilon=epsilon)
-    has_teacher = b["sharpo_has_teacher"].bool()
+    has_teacher = b["sharpo_has_teacher"]
     student = b["old_log_probs"].float()
     # rows without a teacher are never read by the kernel; give them finite values
     teacher = torch.where(has_teacher[:, None], b["teacher_log_probs"].float(), student)

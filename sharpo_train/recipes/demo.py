@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..report.demo import write_demo_report
+from ..run_dir import check_pipeline_dir
 from . import phases
 from .settings import PipelinePlan
 
@@ -27,12 +28,13 @@ def open_pipeline(plan: PipelinePlan, echo=print):
     command recorded. Returns (the env's recipe, the PhaseLog)."""
     out = plan.out
     env = phases.env_recipe(plan.settings.env)
+    check_pipeline_dir(out)       # no system or foreign folder (run_dir.py); creates nothing
     echo(f"run directory: {out}")
     out.mkdir(parents=True, exist_ok=True)
+    log = phases.PhaseLog(out)
+    log.set("command", plan.command)       # pipeline.json first: it marks the folder
     phases.quiet_transformers()
     env.setup(out)
-    log = phases.PhaseLog(out)
-    log.set("command", plan.command)
     return env, log
 
 

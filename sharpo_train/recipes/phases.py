@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from .. import trainer
 from ..checkpoint import latest_checkpoint
-from ..config import load_config
+from ..config import load_config, override_key
 from ..evaluate import episodes_by_family, evaluate_checkpoint
 from ..io import atomic_write_json, loads_json
 from ..model import TOKENIZER_DIR
@@ -129,7 +129,7 @@ def train_config(games_dir: Path, sft_dir: Optional[Path], s: DemoConfig,
     base = [f"run_dir={run_dir}", f"seed={s.seed}"] + env_recipe(s.env).env_keys(games_dir, s)
     if sft_dir is not None:
         base.append(f"init_from={sft_dir}")
-    if not any(o.startswith(("model.path=", "model.tokenizer_path=")) for o in overrides):
+    if not any(override_key(o) in ("model.path", "model.tokenizer_path") for o in overrides):
         # the tiny model's tokenizer is the shipped one; never a copy saved beside weights
         # (transformers reloads a saved copy as a different tokenizer class)
         base.append(f"model.tokenizer_path={TOKENIZER_DIR}")

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config import (ConfigError, OverrideText, apply_overrides, load_config, parse_overrides,
-                      validate_settings)
+from ..config import (ConfigError, OverrideText, apply_overrides, load_config, override_key,
+                      parse_overrides, split_override, validate_settings)
 from ..envs.registry import get_spec
 from ..estimators import ESTIMATORS
 from ..settings import CompareConfig, DemoConfig, parse_method
@@ -70,25 +70,21 @@ QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=
 # applied after the recipe's (and the --quick ones) and before the user's.
 
 
-def _env_setting(item: str) -> Optional[str]:
-    """'env=webshop' -> 'webshop' (the demo.env shorthand); else None."""
-    key, _, value = item.partition("=")
-    return value if key.strip() == "env" else None
-
-
 def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(demo.*, sft.*, trainer) overrides, prefixes removed from the first two;
-    ``env=<name>`` is ``demo.env=<name>``."""
+    """(demo.*, sft.*, trainer) overrides, prefixes removed from the first two (Hydra's
+    ``+``/``++`` kept in front); ``env=<name>`` is ``demo.env=<name>``."""
     demo, sft, train = [], [], []
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"{item}: expected key=value (e.g. demo.train_games=40)")
-        if _env_setting(item) is not None:
-            demo.append(f"env={_env_setting(item)}")
-        elif item.startswith("demo."):
-            demo.append(item[len("demo."):])
-        elif item.startswith("sft."):
-            sft.append(item[len("sft."):])
+        op, key, value = split_override(item)
+        op = "" if op == "=" else op
+        if key == "env":
+            demo.append(f"{op}env={value}")
+        elif key.startswith("demo."):
+            demo.append(f"{op}{key[len('demo.'):]}={value}")
+        elif key.startswith("sft."):
+            sft.append(f"{op}{key[len('sft.'):]}={value}")
         else:
             train.append(item)
     return demo, sft, train
@@ -153,9 +149,9 @@ class PipelinePlan:
         base_demo, base_sft, base_train = ([], DEMO_SFT, DEMO_TRAIN)
         if quick:
             base_demo, base_sft, base_train = QUICK_DEMO, DEMO_SFT + QUICK_SFT, DEMO_TRAIN + QUICK_TRAIN
-        env_names = [o.partition("=")[2].strip() for o in train
-                     if o.partition("=")[0].strip() == "env.name"]
-        if env_names and not any(d.startswith("env=") for d in demo):
+        env_names = [split_override(o)[2].strip() for o in train
+                     if override_key(o) == "env.name"]
+        if env_names and not any(override_key(d) == "env" for d in demo):
             demo = [f"env={env_names[-1]}"] + demo      # `env.name=webshop` selects the recipe
         settings = parse_demo_settings(base_demo + demo, settings_cls())
         env_defaults = env_recipe(settings.env).defaults
@@ -175,8 +171,8 @@ class PipelinePlan:
         base_sft = list(base_sft) + env_extra("sft")
         base_train = list(base_train) + env_extra("train")
         sft_cfg = parse_sft_overrides(base_sft + sft, prefix="sft.")
-        sft_cfg.seed = settings.seed if not any(s.startswith("seed=") for s in sft) else sft_cfg.seed
-        if not any(s.startswith("hint_env=") for s in sft):
+        sft_cfg.seed = settings.seed if not any(override_key(s) == "seed" for s in sft) else sft_cfg.seed
+        if not any(override_key(s) == "hint_env" for s in sft):
             sft_cfg.hint_env = settings.env       # the hinted warm start's hint layout
         load_config(None, [f"env.name={settings.env}"] + base_train + train)   # a bad trainer key fails here, named
         return cls(Path(out), settings, sft_cfg, base_train + train, command)

@@ -33,7 +33,12 @@ from typing import Mapping, Optional
 from ..base import EnvSuite, SerialEnvPool
 from ..env_config import check_env_config, opt_int
 from . import prompts
+from ...errors import ConfigError
 from .data import WebShopDataError, resolve_data_dir
+from .goals import SPLITS
+
+# env.train_split / env.eval_split: WebShop's goal splits, "all" goals, or the human goals
+SPLIT_NAMES = tuple(SPLITS) + ("all", "human")
 from .prompts import parse_action, render_hint, render_turn_prompt
 
 # env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via SPEC)
@@ -63,11 +68,15 @@ def make_suite(env_config: dict) -> EnvSuite:
     cfg = env_config
     reward = cfg.get("reward", "success")
     if reward not in REWARD_MODES:
-        raise ValueError(f"env.reward: expected one of {REWARD_MODES}, got {reward!r}")
+        raise ConfigError(f"env.reward: expected one of {list(REWARD_MODES)}, got {reward!r}")
     max_steps = opt_int(cfg, "max_steps", 1) or DEFAULT_MAX_STEPS
     price_seed = opt_int(cfg, "price_seed") or 0
-    world = get_world(cfg.get("data_dir"), price_seed)
     train_split, eval_split = cfg.get("train_split", "train"), cfg.get("eval_split", "test")
+    for key, split in (("train_split", train_split), ("eval_split", eval_split)):
+        if split and split not in SPLIT_NAMES:      # checked before any data is loaded
+            raise ConfigError(f"env.{key}: expected one of {list(SPLIT_NAMES)} (or empty: "
+                              f"none), got {split!r}")
+    world = get_world(cfg.get("data_dir"), price_seed)
     train = world.tasks(train_split, opt_int(cfg, "num_train")) if train_split else []
     evals = world.tasks(eval_split, opt_int(cfg, "num_eval")) if eval_split else []
     opt_int(cfg, "workers")

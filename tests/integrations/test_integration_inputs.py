@@ -1,0 +1,100 @@
+"""Bad inputs to the integrations (issue 22): TRL's SharpoConfig and verl's settings refuse
+non-finite or mistyped values naming the field (an infinite tau or rho_max or a NaN
+threshold would silently give plain GRPO); verl's adapter refuses a float has_teacher,
+float segment ids and non-finite rewards with TypeError/ValueError naming the tensor."""
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from integrations.trl_support import needs_trl
+from integrations.verl_support import needs_verl
+from sharpo_train.integrations.common import HINT_TEMPLATE, check_sharpo_settings
+
+GOOD = dict(lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25, rho_max=4.0, success_threshold=0.5,
+            max_hint_tokens=64, hint_template=HINT_TEMPLATE)
+BAD = [
+    ("tau", math.inf, ValueError), ("tau", math.nan, ValueError), ("tau", 0.0, ValueError),
+    ("rho_max", math.inf, ValueError), ("rho_min", math.nan, ValueError),
+    ("success_threshold", math.nan, ValueError), ("success_threshold", math.inf, ValueError),
+    ("lam", True, TypeError), ("lam", "0.2", TypeError), ("lam", -0.1, ValueError),
+    ("alpha", 1.0, ValueError), ("alpha", None, TypeError),
+    ("max_hint_tokens", 2, ValueError), ("max_hint_tokens", 64.0, TypeError),
+    ("max_hint_tokens", True, TypeError),
+    ("hint_template", "no slot", ValueError), ("hint_template", "{hint} {other}", ValueError),
+    ("hint_template", "{hint} {", ValueError), ("hint_template", 5, ValueError),
+]
+
+
+@pytest.mark.parametrize("field, value, exc", BAD)
+def test_shared_settings_check_names_the_field(field, value, exc):
+    check_sharpo_settings(SimpleNamespace(**GOOD))               # the defaults pass
+    with pytest.raises(exc, match=field):
+        check_sharpo_settings(SimpleNamespace(**dict(GOOD, **{field: value})))
+
+
+def test_braces_doubled_in_a_template_are_fine():
+    check_sharpo_settings(SimpleNamespace(**dict(GOOD, hint_template="{{json}}: {hint}")))
+
+
+@needs_trl
+@pytest.mark.parametrize("field, value, exc", [b for b in BAD if b[0] != "max_hint_tokens"
+                                               or b[1] == 2])
+def test_trl_sharpo_config_refuses_naming_the_field(tmp_path, field, value, exc):
+    from sharpo_train.integrations.trl import SharpoConfig
+    with pytest.raises(exc, match=field):
+        SharpoConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{field: value})
+
+
+# ------------------------------------------------------------------ verl adapter
+def _batch(**over):
+    import numpy as np
+    import torch
+    from verl.protocol import DataProto
+
+    B, T = 4, 5
+    t = {"token_level_rewards": torch.zeros(B, T), "response_mask": torch.ones(B, T),
+         "old_log_probs": torch.full((B, T), -1.0), "teacher_log_probs": torch.full((B, T), -0.5),
+         "sharpo_segment_ids": torch.tensor([[0, 0, 1, 1, -1]] * B),
+         "sharpo_has_teacher": torch.tensor([True, False, True, False])}
+    t["token_level_rewards"][:, -1] = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    t.update(over)
+    return DataProto.from_dict(tensors=t, non_tensors={
+        "uid": np.array(["g", "g", "h", "h"], dtype=object),
+        "traj_uid": np.array(["e0", "e1", "e2", "e3"], dtype=object)})
+
+
+@needs_verl
+def test_verl_refuses_float_has_teacher_and_segment_ids():
+    import torch
+    from sharpo_train.integrations.verl import compute_sharpo_advantage
+    compute_sharpo_advantage(_batch())                                   # well-formed: runs
+    with pytest.raises(TypeError, match="sharpo_has_teacher"):
+        compute_sharpo_advantage(_batch(sharpo_has_teacher=torch.tensor([0.7, 0.0, 1.0, 0.0])))
+    with pytest.raises(TypeError, match="sharpo_segment_ids"):
+        compute_sharpo_advantage(_batch(sharpo_segment_ids=torch.tensor([[0.0, 0.4, 1.0, 1.0, -1.0]] * 4)))
+
+
+@needs_verl
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_verl_names_non_finite_rewards(bad):
+    import torch
+    from sharpo_train.integrations.verl import compute_sharpo_advantage
+    r = torch.zeros(4, 5)
+    r[0, -1] = bad
+    with pytest.raises(ValueError, match="non-finite reward") as err:
+        compute_sharpo_advantage(_batch(token_level_rewards=r))
+    assert "different rewards" not in str(err.value) and "e0" in str(err.value)
+
+
+@needs_verl
+def test_verl_settings_are_checked_naming_the_field():
+    from sharpo_train.integrations.verl import SharpoTrainerMixin
+
+    class Cfg(dict):
+        __getattr__ = dict.__getitem__
+
+    trainer = SharpoTrainerMixin()
+    trainer.config = Cfg(algorithm=Cfg(sharpo={"tau": math.inf}), data=Cfg(max_prompt_length=64))
+    with pytest.raises(ValueError, match="tau"):
+        trainer._sharpo_settings()

@@ -1,0 +1,110 @@
+"""`sharpo train` settings that pass the config's ranges but cannot run (issue 22): a WebShop
+reward mode or split that does not exist, a tiny model too large for the memory free, an
+allocation that fails anyway: one line, exit status 2, and no run directory left behind."""
+import pytest
+
+import sharpo_train.model as model_mod
+from sharpo_train.cli import main
+from sharpo_train.errors import UsageError
+from sharpo_train.model import check_tiny_model_fits, tiny_model_parameters
+from sharpo_train.trainer import Trainer
+
+from test_trainer_support import small_config
+
+
+def _refused(capsys, argv, *needles):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("sharpo train: error: "), err
+    for n in needles:
+        assert n in last, last
+    return last
+
+
+@pytest.mark.usefixtures("webshop_data")
+@pytest.mark.parametrize("override, key", [
+    ("env.reward=money", "env.reward"), ("env.train_split=bogus", "env.train_split"),
+    ("env.eval_split=validation", "env.eval_split")])
+def test_webshop_bad_reward_or_split_leaves_no_run_dir(tmp_path, capsys, override, key):
+    run = tmp_path / "runs" / "new"
+    _refused(capsys, ["train", "env.name=webshop", override, f"run_dir={run}", "total_steps=1"],
+             key)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("shape", [
+    ["model.hidden_size=65536", "model.num_layers=1024", "model.intermediate_size=262144"],
+    ["model.hidden_size=16384", "model.num_heads=16", "model.num_kv_heads=16",
+     "model.num_layers=512", "model.intermediate_size=65536"]])
+def test_a_tiny_model_too_large_for_memory_is_one_line(tmp_path, capsys, shape):
+    run = tmp_path / "run"
+    _refused(capsys, ["train", "env.name=synthetic", f"run_dir={run}", *shape], "model:",
+             "GiB")
+    assert not run.exists()
+
+
+def test_the_size_estimate_counts_the_parameters_of_the_real_model():
+    from transformers import Qwen2ForCausalLM
+    from sharpo_train.model import build_tokenizer, tiny_qwen2_config
+    tok = build_tokenizer()
+    for cfg in ({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1},
+                {"hidden_size": 48, "intermediate_size": 40, "num_layers": 3, "num_heads": 6,
+                 "num_kv_heads": 3, "tie_word_embeddings": False}):
+        model = Qwen2ForCausalLM(tiny_qwen2_config(cfg, len(tok), tok))
+        assert tiny_model_parameters(cfg, len(tok)) == sum(p.numel() for p in model.parameters())
+
+
+def test_the_estimate_compares_with_the_free_memory(monkeypatch):
+    cfg = {"hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "device": "cpu"}
+    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: 10 ** 12)
+    check_tiny_model_fits(cfg)
+    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: 1000)
+    with pytest.raises(UsageError, match="hidden_size=64"):
+        check_tiny_model_fits(cfg)
+    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: None)   # unknown
+    check_tiny_model_fits(cfg)
+
+
+def test_an_allocation_failure_is_one_line_and_removes_the_new_run_dir(tmp_path, monkeypatch,
+                                                                       capsys):
+    import transformers
+
+    def no_memory(*a, **k):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 1099511627776 bytes.")
+    monkeypatch.setattr(transformers.Qwen2ForCausalLM, "__init__", no_memory)
+    run = tmp_path / "a" / "b" / "run"
+    with pytest.raises(UsageError, match="cannot be allocated"):
+        Trainer(small_config(run, total_steps=1))
+    assert not (tmp_path / "a").exists()
+    _refused(capsys, ["train", "env.name=synthetic", f"run_dir={run}", "total_steps=1"],
+             "cannot be allocated")
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_failed_setup_keeps_a_directory_that_existed(tmp_path, monkeypatch):
+    run = tmp_path / "mine"
+    run.mkdir()
+    # a run folder (run_dir.py: a non-empty folder must be a sharpo run) with the user's notes
+    (run / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
+    (run / "notes.txt").write_text("the user's")
+
+    def broken(*a, **k):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+    monkeypatch.setattr(Trainer, "_build_model", lambda self, ckpt: broken())
+    with pytest.raises(RuntimeError):
+        Trainer(small_config(run, total_steps=1))
+    assert (run / "notes.txt").read_text() == "the user's"
+
+
+def test_a_real_python_error_is_not_mistaken_for_memory(tmp_path, monkeypatch):
+    import transformers
+
+    def bug(*a, **k):
+        raise RuntimeError("shape mismatch in a bug")
+    monkeypatch.setattr(transformers.Qwen2ForCausalLM, "__init__", bug)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        Trainer(small_config(tmp_path / "run", total_steps=1))
+    assert not (tmp_path / "run").exists()
