@@ -37,11 +37,12 @@ import numpy as np
 import torch
 
 from .batch import StepBatch
-from .config import Config, load_settings
+from .config import Config
 from .envs.base import Task
 from .envs.registry import DEFAULT_ENV, get_spec
 from .estimators import ESTIMATORS
 from .io import atomic_write_json, loads_json
+from .loader import load_settings
 from .rollout import Episode, Turn
 from .run_files import run_subdir
 from .segments import Span

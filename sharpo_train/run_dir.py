@@ -21,7 +21,8 @@ import json
 import os
 from pathlib import Path
 
-from .config import Config, ConfigError, load_settings
+from .config import Config
+from .loader import ConfigError, load_settings
 from .errors import UsageError
 from .io import atomic_write_text
 from .run_lock import LOCK_NAME

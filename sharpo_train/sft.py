@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from .config import (ModelConfig, UsageError, apply_overrides, in_range, parse_overrides,
-                     validate_settings)
+from .config import ModelConfig
 from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
+from .errors import UsageError
+from .loader import apply_overrides, in_range, parse_overrides, validate_settings
 from .model import build_optimizer, build_policy
 from .teacher import HINT_PLACEMENTS, teacher_text
 
@@ -28,7 +29,7 @@ from .teacher import HINT_PLACEMENTS, teacher_text
 @dataclass
 class SFTConfig:
     """`sharpo sft` settings (``key=value``; ``model.<key>`` sets the policy's ModelConfig,
-    the trainer's: sharpo_train/config.py). Read by config.load_settings."""
+    the trainer's: sharpo_train/config.py). Read by loader.load_settings."""
 
     epochs: float = 3.0          # passes over the demonstrations (fractions allowed)
     max_steps: int = 0           # > 0: stop after this many optimizer steps

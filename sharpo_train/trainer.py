@@ -31,16 +31,17 @@ import torch
 from .batch import StepBatch, pad_rows
 from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                          restore_optimizer, restore_scheduler, save_checkpoint)
-from .config import Config, check_resume, load_settings, save_config
+from .config import Config, check_resume, save_config
+from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from .credit_record import credit_record, write_credit
 from .device import resolve_device
-from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from .envs import get_spec
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
+from .loader import load_settings
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .model import build_optimizer, build_policy
 from .rollout import collect_rollouts

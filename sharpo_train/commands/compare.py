@@ -39,7 +39,7 @@ def run(args) -> int:
     from sharpo_train.commands.demo import command_line
     from sharpo_train.recipes.compare import run_compare
     from sharpo_train.recipes.settings import PipelinePlan, parse_methods, parse_seeds
-    from sharpo_train.settings import CompareConfig
+    from sharpo_train.recipes.schema import CompareConfig
 
     out = Path(args.out) if args.out else Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
     methods = parse_methods(args.methods)

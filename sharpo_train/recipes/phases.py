@@ -26,12 +26,13 @@ from typing import Callable, Optional
 
 from .. import trainer
 from ..checkpoint import latest_checkpoint
-from ..config import load_config, override_key
+from ..config import load_config
+from ..loader import override_key
 from ..evaluate import episodes_by_family, evaluate_checkpoint
 from ..io import atomic_write_json, loads_json
 from ..model import TOKENIZER_DIR
-from ..settings import DemoConfig
 from ..sft import run_sft
+from .schema import DemoConfig
 from .settings import env_recipe
 
 

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config import (ConfigError, OverrideText, apply_overrides, load_config, override_key,
-                      parse_overrides, split_override, validate_settings)
+from ..config import load_config
 from ..envs.registry import get_spec
 from ..estimators import ESTIMATORS
-from ..settings import CompareConfig, DemoConfig, parse_method
+from ..loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
+                      split_override, validate_settings)
 from ..sft import SFTConfig, parse_sft_overrides
+from .schema import CompareConfig, DemoConfig, parse_method
 
 def env_recipe(name: str):
     """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""

@@ -1,5 +1,5 @@
-"""Settings of the `sharpo demo` and `sharpo compare` recipes, read by the common loader
-(config.load_settings / apply_overrides: typed, validated, errors name the key).
+"""Settings of the `sharpo demo` and `sharpo compare` recipes, read by the settings engine
+(loader.py: load_settings / apply_overrides: typed, validated, errors name the key).
 
     DemoConfig     the ``demo.<key>`` overrides of `sharpo demo` / `sharpo compare`
     CompareConfig  DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config import ConfigError, in_range, need
-from .envs.registry import DEFAULT_ENV, recipe_envs
-from .estimators import ESTIMATORS
+from ..envs.registry import DEFAULT_ENV, recipe_envs
+from ..estimators import ESTIMATORS
+from ..loader import ConfigError, in_range, need
 
 GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
 
