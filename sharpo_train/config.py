@@ -38,7 +38,7 @@ from .loader import (INT_LIMIT, OverrideText, apply_overrides, check_schema, coe
                      parse_value, read_yaml_layers, split_override, validate_settings)
 from .logging_utils import parse_report_to
 from .losses import AGGREGATIONS, POLICY_LOSSES
-from .teacher import HINT_PLACEMENTS
+from .teacher import HINT_PLACEMENTS, HINT_SCOPES
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yaml"
 
@@ -47,7 +47,7 @@ __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_value", "parse_ov
            "parse_override", "split_override", "override_key", "coerce", "apply_overrides",
            "need", "in_range", "validate_settings", "load_settings", "read_yaml_layers",
            "INT_LIMIT", "Config", "ModelConfig", "check_env", "load_config",
-           "config_from_dict", "save_config"]
+           "config_from_dict", "save_config", "config_yaml"]
 
 
 # ---------------------------------------------------------------------------- train settings
@@ -144,8 +144,12 @@ class TeacherConfig:
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
     hint_placement: str = "after_task"    # after_task | after_observation (teacher.py,
                                           # docs/training.md, hint placement)
+    hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
+                                          # or its turns up to the row's (teacher.py)
 
     def validate(self) -> None:
+        need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
+             self.hint_scope)
         need(self.choice in ("random", "first"), "choice", "random or first", self.choice)
         need(self.hint_placement in HINT_PLACEMENTS, "hint_placement",
              " or ".join(HINT_PLACEMENTS), self.hint_placement)
@@ -348,8 +352,13 @@ def load_config(path: str | Path | None = None, overrides=None) -> Config:
     return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
 
 
+def config_yaml(cfg: Config) -> str:
+    """The YAML text of a resolved config: RUN/config.yaml, `sharpo train --print-config`."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
-    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    atomic_write_text(path, config_yaml(cfg))
 
 
 # ---------------------------------------------------------------------------- resume
@@ -359,18 +368,18 @@ RESUME_MAY_CHANGE = ("resume", "run_dir", "total_steps", "log.", "eval.", "check
                      "checkpoint.keep", "model.device", "model.cpu_threads")
 
 
-def _flat(data: Any, prefix: str = "") -> dict:
+def flat_keys(data: Any, prefix: str = "") -> dict:
     if not isinstance(data, dict):
         return {prefix[:-1]: data}
     out: dict = {}
     for k, v in data.items():
-        out.update(_flat(v, f"{prefix}{k}."))
+        out.update(flat_keys(v, f"{prefix}{k}."))
     return out
 
 
 def resume_changes(saved: Config, new: Config) -> list[str]:
     """Dotted keys where ``new`` changes what the run ``saved`` is (sorted; empty: none)."""
-    a, b = _flat(saved.to_dict()), _flat(new.to_dict())
+    a, b = flat_keys(saved.to_dict()), flat_keys(new.to_dict())
     changed = []
     for key in sorted(set(a) | set(b)):
         same = a.get(key) == b.get(key)
@@ -388,7 +397,7 @@ def check_resume(saved: Config, new: Config, source: str = "config.yaml") -> Non
     changed = resume_changes(saved, new)
     if not changed:
         return
-    a, b = _flat(saved.to_dict()), _flat(new.to_dict())
+    a, b = flat_keys(saved.to_dict()), flat_keys(new.to_dict())
     detail = ", ".join(f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in changed[:4])
     more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
     raise ConfigError(f"{', '.join(changed)}: --resume cannot change what the run is "

@@ -2,7 +2,8 @@
 
 - ``generation_suffix_ids`` / ``insert_hint``: where the hint goes in a chat prompt that is
   already token ids (the end of the last user message, before the assistant header), and
-  the hint's truncation (the hint is cut, never the task).
+  the hint's truncation (``cut_hint``: the hint is cut, never the task); ``prepend_hint``:
+  a plain-text prompt (no chat template) gets the hint before its text.
 - ``response_segment_ids``: segment ids of one response from its <think>/<action> spans
   (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
@@ -51,16 +52,50 @@ def insert_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_prompt_l
     prompt_ids = list(prompt_ids)
     if n == 0 or len(prompt_ids) < n or prompt_ids[-n:] != list(suffix_ids):
         return None
-    hint_ids = list(tokenizer(HINT_SEPARATOR + template.format(hint=hint),
-                              add_special_tokens=False)["input_ids"])
     budget = min(int(max_hint_tokens), int(max_prompt_length) - len(prompt_ids))
+    hint_ids = cut_hint(tokenizer, HINT_SEPARATOR + template.format(hint=hint), budget)
+    if hint_ids is None:
+        return None
+    return prompt_ids[:-n] + hint_ids + prompt_ids[-n:]
+
+
+def prepend_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_hint_tokens: int, lead: int = 0,
+                 template: str = HINT_TEMPLATE) -> Optional[list[int]]:
+    """Teacher prompt ids for a plain-text prompt (no chat template, e.g. TRL's standard
+    format): ``template(hint) + "\n\n"`` before the prompt text, after its first ``lead``
+    ids (the special tokens the tokenizer puts first, e.g. BOS), so the prompt's own ending
+    (where the completion starts) is unchanged. Same budget rule as ``insert_hint``; None
+    when fewer than MIN_HINT_TOKENS hint tokens fit."""
+    prompt_ids = list(prompt_ids)
+    sep = list(tokenizer(HINT_SEPARATOR, add_special_tokens=False)["input_ids"])
+    hint_ids = cut_hint(tokenizer, template.format(hint=hint), int(max_hint_tokens) - len(sep))
+    if hint_ids is None:
+        return None
+    return prompt_ids[:lead] + hint_ids + sep + prompt_ids[lead:]
+
+
+def cut_hint(tokenizer, text: str, budget: int) -> Optional[list[int]]:
+    """Ids of ``text``, cut to ``budget`` tokens ending with " ..." when longer; None when
+    fewer than MIN_HINT_TOKENS tokens of it would remain."""
+    hint_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if len(hint_ids) > budget:
         mark = list(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
         keep = budget - len(mark)
         if keep < MIN_HINT_TOKENS:
             return None
         hint_ids = hint_ids[:keep] + mark
-    return prompt_ids[:-n] + hint_ids + prompt_ids[-n:]
+    return hint_ids
+
+
+def leading_special_count(tokenizer) -> int:
+    """How many special tokens the tokenizer puts before a text (``tokenizer(text)``): 1 for
+    a BOS-adding tokenizer (Llama), 0 for Qwen/ChatML ones."""
+    plain = list(tokenizer("a b", add_special_tokens=False)["input_ids"])
+    full = list(tokenizer("a b")["input_ids"])
+    for k in range(len(full) - len(plain) + 1):
+        if full[k:k + len(plain)] == plain:
+            return k
+    return 0
 
 
 def response_segment_ids(tokenizer, response_ids: Sequence[int]) -> list[int]:

@@ -10,30 +10,46 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
    ``common.successful_peers`` (first other success in the group); the peer's completion
    (for a multi-turn episode its whole text, tool results included) is the hint;
 3. one no-grad pass of the current (= old, before this step's update) policy scores each
-   completion after ``prompt + hint`` (hint at the end of the last user message, at most
-   ``max_hint_tokens``, cut with " ..."; the prompt is never cut); only completions with
-   a teacher are scored;
+   completion after ``prompt + hint`` (conversational prompts: the hint at the end of the
+   last user message; plain-text prompts, with or without a chat template: the hint before
+   the prompt text; at most ``max_hint_tokens``, cut with " ..."; the prompt is never
+   cut); only completions with a teacher are scored, and nothing is scored at ``lam=0``
+   (the advantage is then A_i on every token);
 4. segments (``segmenter="tags"``): the <think>/<action> spans of each model turn (a turn =
    a run of completion tokens with ``tool_mask`` 1); a completion with no tag anywhere is
    one segment; ``segmenter="completion"``: always one segment;
 5. ``sharpo_kernels.segment_advantage`` with A_i = TRL's own GRPO advantage; a group
    with no success, or a completion that is its group's only success, keeps A_i.
 
-Logged with TRL's metrics: ``sharpo/teacher_coverage`` (fraction of completions with a
+Multi-turn (``tools=`` / ``environment_factory=``) with a ChatML tokenizer whose template
+has no tool calling (SmolLM2-Instruct, the project's tokenizer): the constructor installs
+sharpo's ChatML tool-calling template (``chat_templates.enable_tool_calling``) first.
+
+Logged with TRL's metrics (``_metrics``, so every ``report_to`` backend receives them): ``sharpo/teacher_coverage`` (fraction of completions with a
 teacher), ``sharpo/gap_mean`` and ``sharpo/weight_mean`` (over scored segments).
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
+from datasets import IterableDataset
+from transformers import PreTrainedTokenizerBase
+from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
+from trl.chat_template_utils import supports_tool_calling
+from trl.data_utils import is_conversational
 
 from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
 from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
-                                              insert_hint, left_pad, response_segment_ids)
+                                              insert_hint, leading_special_count, left_pad, prepend_hint,
+                                              response_segment_ids)
+
+logger = logging.get_logger(__name__)
 
 SEGMENTERS = ("tags", "completion")
 
@@ -100,6 +116,21 @@ class SharpoGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, **kwargs):
+        bound = inspect.signature(GRPOTrainer.__init__).bind(self, *args, **kwargs).arguments
+        tok = bound.get("processing_class")
+        multi_turn = bool(bound.get("tools") or bound.get("environment_factory"))
+        if multi_turn and isinstance(tok, PreTrainedTokenizerBase) and not supports_tool_calling(tok):
+            # e.g. SmolLM2-Instruct's plain ChatML template: give it tool calling (chat_templates.py)
+            enable_tool_calling(tok)
+            logger.warning("processing_class: its chat template had no tool calling; sharpo installed its "
+                           "ChatML tool-calling template (sharpo_train/integrations/chat_templates.py)")
+        if isinstance(tok, PreTrainedTokenizerBase) and tok.chat_template is None:
+            data = bound.get("train_dataset")
+            if data is not None and not isinstance(data, IterableDataset) and len(data) and \
+                    is_conversational(data[0]):
+                raise ValueError("processing_class: the tokenizer has no chat template, but train_dataset holds "
+                                 "conversational prompts (lists of messages); set tokenizer.chat_template or use "
+                                 "plain-text prompts")
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, SharpoConfig):
             raise TypeError(f"args: expected a SharpoConfig, got {type(self.args).__name__}")
@@ -108,7 +139,12 @@ class SharpoGRPOTrainer(GRPOTrainer):
             raise ValueError(
                 f"per_device_train_batch_size * steps_per_generation ({local}) must be a multiple of "
                 f"num_generations ({self.num_generations}): SHARPO picks peers inside a group on one process")
-        self._sharpo_suffix = generation_suffix_ids(self._tokenizer)
+        # Conversational prompts: the hint goes before these ids (end of the last user message).
+        # Plain-text prompts: after the tokenizer's leading special tokens (start of the prompt).
+        self._sharpo_suffix = (generation_suffix_ids(self._tokenizer)
+                               if self._tokenizer.chat_template is not None else None)
+        self._sharpo_lead = leading_special_count(self._tokenizer)
+        self._sharpo_conversational = True
         self._sharpo_rewards: Optional[torch.Tensor] = None
         self.sharpo_last: Optional[dict[str, Any]] = None
 
@@ -118,6 +154,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         return rewards
 
     def _generate_and_score_completions(self, inputs):
+        self._sharpo_conversational = is_conversational(inputs[0])
         out = super()._generate_and_score_completions(inputs)
         if not self.model.training:           # evaluation: TRL's advantages unchanged
             return out
@@ -145,28 +182,26 @@ class SharpoGRPOTrainer(GRPOTrainer):
         comp = [out["completion_ids"][b][cmask[b].bool()].tolist() for b in range(B)]
         prompts = [out["prompt_ids"][b][out["prompt_mask"][b].bool()].tolist() for b in range(B)]
         tok = self._tokenizer
-        teacher_prompts: list[Optional[list[int]]] = []
-        for b in range(B):
-            p = peers[b]
-            ids = None
-            if p is not None:
-                hint = tok.decode(comp[p], skip_special_tokens=True).strip()
-                ids = insert_hint(tok, prompts[b], hint, max_prompt_length=len(prompts[b]) + a.max_hint_tokens,
-                                  max_hint_tokens=a.max_hint_tokens, suffix_ids=self._sharpo_suffix,
-                                  template=a.hint_template)
-            teacher_prompts.append(ids)
+        teacher_prompts: list[Optional[list[int]]] = [None] * B
+        if a.lam > 0:                         # lam = 0: A_i everywhere, no teacher pass (§4)
+            for b in range(B):
+                if peers[b] is not None:
+                    hint = tok.decode(comp[peers[b]], skip_special_tokens=True).strip()
+                    teacher_prompts[b] = self._sharpo_teacher_prompt(prompts[b], hint)
         has_teacher = torch.tensor([t is not None for t in teacher_prompts], dtype=torch.bool, device=device)
+        rows = [b for b in range(B) if teacher_prompts[b] is not None]
 
         student = out.get("old_per_token_logps")
+        t_ids = t_attn = None
         with torch.no_grad():
-            if student is None:               # TRL skips it when old == current policy
+            if student is None and not rows:  # nothing to compare: the kernel keeps A_i
+                student = torch.zeros(B, C, device=device)
+            elif student is None:             # TRL skips it when old == current policy
                 ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
                 attn = torch.cat([out["prompt_mask"], cmask], dim=1)
                 student, _, _ = self._get_per_token_logps_and_entropies(
                     self.model, ids, attn, C, batch_size=self.args.per_device_train_batch_size)
             teacher = student.detach().clone().float()
-            rows = [b for b in range(B) if teacher_prompts[b] is not None]
-            t_ids = t_attn = None
             if rows:
                 padded = left_pad([teacher_prompts[b] for b in rows], [comp[b] for b in rows], tok.pad_token_id)
                 P = padded["prompts"].shape[1]
@@ -192,6 +227,20 @@ class SharpoGRPOTrainer(GRPOTrainer):
                             "completions": comp, "teacher_input_ids": t_ids, "teacher_attention_mask": t_attn,
                             "teacher_rows": rows, "advantages": res.advantages, "segments": res}
         return res.advantages
+
+    def _sharpo_teacher_prompt(self, prompt: list[int], hint: str) -> Optional[list[int]]:
+        """Teacher prompt ids for one row: the hint at the end of the last user message
+        (conversational prompts, rendered by the chat template) or before the prompt text
+        (plain-text prompts); None when it does not fit (docs/integrations.md)."""
+        a = self.args
+        if self._sharpo_conversational:
+            if self._sharpo_suffix is None:
+                raise ValueError("processing_class: conversational prompts need a chat template")
+            return insert_hint(self._tokenizer, prompt, hint, max_prompt_length=len(prompt) + a.max_hint_tokens,
+                               max_hint_tokens=a.max_hint_tokens, suffix_ids=self._sharpo_suffix,
+                               template=a.hint_template)
+        return prepend_hint(self._tokenizer, prompt, hint, max_hint_tokens=a.max_hint_tokens,
+                            lead=self._sharpo_lead, template=a.hint_template)
 
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
         scored = scored_segments(res.gap, base, has_teacher)

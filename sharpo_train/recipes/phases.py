@@ -27,13 +27,18 @@ from typing import Callable, Optional
 from .. import trainer
 from ..checkpoint import latest_checkpoint
 from ..config import load_config
+from ..envs.registry import get_spec
 from ..loader import override_key
 from ..evaluate import episodes_by_family, evaluate_checkpoint
 from ..io import atomic_write_json, loads_json
 from ..model import TOKENIZER_DIR
 from ..sft import run_sft
 from .schema import DemoConfig
-from .settings import env_recipe
+
+
+def env_recipe(name: str):
+    """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""
+    return get_spec(name).load("recipe")
 
 
 # ------------------------------------------------------------------ bookkeeping

@@ -18,18 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config import load_config
-from ..envs.registry import get_spec
+from ..config import flat_keys, load_config
 from ..estimators import ESTIMATORS
 from ..loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
                       split_override, validate_settings)
 from ..sft import SFTConfig, parse_sft_overrides
-from .schema import CompareConfig, DemoConfig, parse_method
-
-def env_recipe(name: str):
-    """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""
-    return get_spec(name).load("recipe")
-
+from .phases import env_recipe, train_config
+from .schema import CompareConfig, DemoConfig, parse_method, split_method
 
 # `sharpo demo` defaults, sized for about 15 minutes on a 2-core CPU (phase times are
 # written to RUN/results.md). The tiny model learns from scratch, so the warm start adds a
@@ -111,24 +106,44 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     out = []
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value))
+        out.append(method_run(name, value, split_method(item)[1]))
     return out
 
 
-def method_run(name: str, value: float | None) -> tuple[str, str, list[str]]:
+def method_run(name: str, value: float | None, extras: list[str] = ()
+               ) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (settings.parse_method)."""
+    estimator's knob (schema.parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: schema.split_method), named in its label
+    and its run folder's name."""
     if name == "grpo":
-        return "GRPO", "grpo", ["method=grpo"]
-    if name == "sharpo":
-        return (f"SHARPO (λ={value:g})", f"sharpo-lam{value:g}",
-                ["method=sharpo", f"estimator.lam={value!r}"])
-    label = {"gigpo": "GiGPO"}.get(name, name.upper())
-    if value is None:
-        return label, name, [f"method={name}"]
-    knob = ESTIMATORS[name].knob
-    return (f"{label} ({knob}={value:g})", f"{name}-{value:g}",
-            [f"method={name}", f"estimator.{knob}={value!r}"])
+        label, slug, over = "GRPO", "grpo", ["method=grpo"]
+    elif name == "sharpo":
+        label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
+        over = ["method=sharpo", f"estimator.lam={value!r}"]
+    else:
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        if value is None:
+            label, slug, over = label, name, [f"method={name}"]
+        else:
+            knob = ESTIMATORS[name].knob
+            label, slug = f"{label} ({knob}={value:g}", f"{name}-{value:g}"
+            over = [f"method={name}", f"estimator.{knob}={value!r}"]
+    shown = []
+    for x in extras:
+        key, _, raw = x.partition("=")
+        short = key.strip().rsplit(".", 1)[-1]
+        try:
+            raw = f"{float(raw):g}"
+        except ValueError:
+            raw = raw.strip()
+        shown.append(f"{short}={raw}")
+        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
+    if "(" in label:
+        label = label + "".join(f", {x}" for x in shown) + ")"
+    elif shown:
+        label = f"{label} ({', '.join(shown)})"
+    return label, slug, over + list(extras)
 
 
 @dataclass
@@ -177,3 +192,21 @@ class PipelinePlan:
             sft_cfg.hint_env = settings.env       # the hinted warm start's hint layout
         load_config(None, [f"env.name={settings.env}"] + base_train + train)   # a bad trainer key fails here, named
         return cls(Path(out), settings, sft_cfg, base_train + train, command)
+
+    def resolved(self, runs: list[tuple[str, list[str]]]) -> dict:
+        """What the pipeline would run (``--print-config``), creating nothing: its
+        directory, the ``demo.*`` settings, the warm start's ``sft.*`` settings and the
+        trainer config of each RL run (``runs``: (folder under the pipeline directory,
+        extra trainer overrides)): the first in full (``train``), every run as the keys
+        where it differs from the first (``runs``, when there are several)."""
+        tasks = self.out / env_recipe(self.settings.env).tasks_path
+        configs = [(folder, train_config(tasks, self.out / "sft", self.settings,
+                                         self.train_overrides, self.out / folder,
+                                         extra).to_dict()) for folder, extra in runs]
+        out = {"run_dir": str(self.out), "demo": asdict(self.settings), "sft": asdict(self.sft),
+               "train": configs[0][1]}
+        if len(configs) > 1:
+            first = flat_keys(configs[0][1])
+            out["runs"] = {folder: {k: v for k, v in flat_keys(cfg).items() if first.get(k) != v}
+                           for folder, cfg in configs}
+        return out

@@ -57,3 +57,27 @@ def test_left_pad_positions_and_width():
     assert left_pad([[1]], [[2]], 0, response_width=4)["responses"].shape == (1, 4)
     with pytest.raises(ValueError, match="response_width"):
         left_pad([[1]], [[2, 3]], 0, response_width=1)
+
+
+def test_prepend_hint_keeps_the_prompt_and_its_leading_special_tokens():
+    """Plain-text prompts: hint first (after a BOS the tokenizer adds), the prompt unchanged."""
+    from tokenizers.processors import TemplateProcessing
+
+    from sharpo_train.integrations.common import (MIN_HINT_TOKENS, leading_special_count, prepend_hint)
+    from sharpo_train.model import build_tokenizer
+
+    tok = build_tokenizer()
+    assert leading_special_count(tok) == 0
+    bos = tok.convert_tokens_to_ids("<|endoftext|>")
+    tok._tokenizer.post_processor = TemplateProcessing(single="<|endoftext|> $A",
+                                                       special_tokens=[("<|endoftext|>", bos)])
+    assert leading_special_count(tok) == 1
+    prompt = tok("Room 3: open the door.\nAnswer:")["input_ids"]
+    assert prompt[0] == bos
+    out = prepend_hint(tok, prompt, "open door", max_hint_tokens=64, lead=1)
+    assert out[0] == bos and out[len(out) - len(prompt) + 1:] == prompt[1:]
+    text = tok.decode(out[1:])
+    assert text == "A successful attempt at this task:\nopen door\n\nRoom 3: open the door.\nAnswer:"
+    cut = prepend_hint(tok, prompt, "go to the cabinet " * 40, max_hint_tokens=20, lead=1)
+    assert len(cut) - len(prompt) == 20 and tok.decode(cut).count(" ...") == 1
+    assert prepend_hint(tok, prompt, "x " * 40, max_hint_tokens=MIN_HINT_TOKENS, lead=1) is None

