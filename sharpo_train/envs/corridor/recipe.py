@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+
 from ...io import atomic_write_json
 from ..spec import RecipeSpec
 from . import make_suite, settings_of
