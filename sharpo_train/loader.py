@@ -235,6 +235,7 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
             new = coerce(name, value, hints[key])
             reset = fields[key].metadata.get("reset_on")
             if reset and reset in new and new[reset] != current.get(reset):
+                _refuse_present_additions(current, {reset: value[reset]}, name)
                 current.clear()
             _refuse_present_additions(current, value, name)
             _deep_update(current, new)

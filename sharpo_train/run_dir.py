@@ -46,7 +46,9 @@ def system_folder(path: str | Path) -> str | None:
         if real == Path(root):
             return f"it is the system folder {root}"
     for tree in _SYSTEM_TREES:
-        if real == Path(tree) or Path(tree) in real.parents:
+        if real == Path(tree):
+            return f"it is the system folder {tree}"
+        if Path(tree) in real.parents:
             return f"it is inside the system folder {tree}"
     return None
 

@@ -393,6 +393,8 @@ def test_plus_is_checked_after_env_name_drops_the_old_keys():
     """`env.name=synthetic` drops alfworld's keys, so +env.max_steps adds, not repeats."""
     cfg = load_config(None, ["env.name=synthetic", "+env.max_steps=5"])
     assert cfg.env == {"name": "synthetic", "max_steps": 5}
+    with pytest.raises(ConfigError, match=r"^env.name: \+env.name=\.\.\. adds a key"):
+        load_config(None, ["+env.name=synthetic"])          # name itself was there
 
 
 def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
