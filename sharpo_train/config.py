@@ -15,6 +15,9 @@ field may be null; a ``str`` field keeps the text as typed. Free-form mappings (
 get the untyped reading (null, bool, int, float, ``[..]``/``{..}`` YAML, else text).
 Every error is a :class:`ConfigError` whose message starts with the dotted key.
 
+YAML is read by bounded_yaml.py (size, nesting depth and alias expansion bounded), for files
+and for ``[..]``/``{..}`` override values alike.
+
 ``load_config(path_or_None, overrides)`` is the trainer's: ``None`` -> the embedded default
 (``sharpo_train/configs/default.yaml``: a tiny model on CPU, a few minutes). ``env`` is
 free-form: its keys are checked against the environment's settings schema (its EnvSpec) here,
@@ -41,6 +44,7 @@ from typing import Any, Optional, Union
 
 import yaml
 
+from .bounded_yaml import load_yaml_file, load_yaml_text
 from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from .errors import ConfigError, UsageError
 from .logging_utils import parse_report_to
@@ -49,8 +53,9 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent / "configs" / "default.yam
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
 
 __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_overrides", "parse_override",
+           "split_override", "override_key",
            "apply_overrides", "validate_settings", "load_settings", "read_yaml_layers",
-           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config"]
+           "Config", "ModelConfig", "load_config", "config_from_dict", "save_config", "config_yaml"]
 
 
 # ---------------------------------------------------------------------------- overrides
@@ -70,7 +75,29 @@ def _to_float(text: str) -> float:
 
 
 class OverrideText(str):
-    """The text of one command-line override value; typed by the field it lands in."""
+    """The text of one command-line override value; typed by the field it lands in.
+    ``op`` is how it was given (Hydra's spellings): ``"="`` (``key=value``: set a key the
+    schema knows), ``"+"`` (``+key=value``: add a key that is not in the config yet; an
+    error if it is there) or ``"++"`` (``++key=value``: add or set)."""
+
+    op = "="
+
+
+def split_override(item: str) -> tuple[str, str, str]:
+    """``"++a.b=1"`` -> ``("++", "a.b", "1")``: (op, dotted key, value text); ConfigError
+    for an item without ``=``."""
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError(f"{item}: expected key=value (e.g. rollout.group_size=8)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    op = "++" if key.startswith("++") else "+" if key.startswith("+") else "="
+    return op, key[len(op):] if op != "=" else key, raw
+
+
+def override_key(item: str) -> str:
+    """The dotted key of an override item, without Hydra's ``+``/``++``: ``"+a.b=1"`` ->
+    ``"a.b"`` (an item without ``=``: the item)."""
+    return split_override(item)[1] if isinstance(item, str) and "=" in item else item
 
 
 def parse_value(text: str, key: str = "value") -> Any:
@@ -86,12 +113,8 @@ def parse_value(text: str, key: str = "value") -> Any:
         return int(s)
     if _FLOAT_RE.match(s):
         return _to_float(s)
-    if s[:1] in ("[", "{"):
-        try:
-            value = yaml.safe_load(s)
-        except yaml.YAMLError:
-            raise ConfigError(f"{key}: cannot read {text!r} as a YAML list/mapping") from None
-        return _untyped(value, key)
+    if s[:1] in ("[", "{"):     # bounded like a config file (bounded_yaml.py)
+        return _untyped(load_yaml_text(s, key), key)
     return str(text)
 
 
@@ -106,13 +129,13 @@ def _untyped(value: Any, key: str) -> Any:
 
 
 def parse_overrides(items) -> dict:
-    """``["a.b=v", ...]`` -> ``{"a": {"b": OverrideText("v")}}`` (later items win)."""
+    """``["a.b=v", ...]`` -> ``{"a": {"b": OverrideText("v")}}`` (later items win).
+    ``+a.b=v`` / ``++a.b=v`` give a leaf whose ``op`` is ``"+"`` / ``"++"``
+    (:class:`OverrideText`; apply_overrides enforces it)."""
     out: dict = {}
     for item in items:
-        if not isinstance(item, str) or "=" not in item:
-            raise ConfigError(f"{item}: expected key=value (e.g. rollout.group_size=8)")
-        key, raw = item.split("=", 1)
-        parts = key.strip().split(".")
+        op, key, raw = split_override(item)
+        parts = key.split(".")
         if not all(p.strip() for p in parts):
             raise ConfigError(f"{key or item}: empty key in override {item!r}")
         node = out
@@ -121,6 +144,7 @@ def parse_overrides(items) -> dict:
                 node[part] = {}
             node = node[part]
         node[parts[-1]] = OverrideText(raw)
+        node[parts[-1]].op = op
     return out
 
 
@@ -206,7 +230,10 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
     """Typed merge of a nested mapping into the dataclass instance ``obj`` (in place; also
     returned). Unknown keys are errors. A free-form mapping field is merged key by key; if
     its field metadata names a ``reset_on`` key (``env``: ``name``) and the new mapping
-    changes that key, the old keys are dropped first."""
+    changes that key, the old keys are dropped first. A ``+key`` override (``op`` "+")
+    must name a key that is not there yet: a free-form mapping's absent key (a dataclass
+    field is always there); ``++key`` and plain ``key`` set it either way (the schema, not
+    the defaults, says which keys exist)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(obj)}
@@ -223,10 +250,28 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
             reset = fields[key].metadata.get("reset_on")
             if reset and reset in new and new[reset] != current.get(reset):
                 current.clear()
+            _refuse_present_additions(current, value, name)
             _deep_update(current, new)
         else:
+            if getattr(value, "op", "=") == "+":       # a dataclass field is always there
+                raise ConfigError(_already_there(name, current))
             setattr(obj, key, coerce(name, value, hints[key]))
     return obj
+
+
+def _already_there(name: str, value: Any) -> str:
+    return (f"{name}: +{name}=... adds a key that is not in the config, but it is there "
+            f"({value!r}); set it with {name}=... (or ++{name}=...)")
+
+
+def _refuse_present_additions(current: dict, data: dict, name: str) -> None:
+    """ConfigError for a ``+key`` override (Hydra: append) whose key ``current`` (the
+    mapping at dotted ``name``) holds."""
+    for k, v in data.items():
+        if getattr(v, "op", "=") == "+" and k in current:
+            raise ConfigError(_already_there(f"{name}.{k}", current[k]))
+        if isinstance(v, dict) and isinstance(current.get(k), dict):
+            _refuse_present_additions(current[k], v, f"{name}.{k}")
 
 
 def _deep_update(target: dict, data: dict) -> None:
@@ -289,24 +334,12 @@ def validate_settings(obj: Any, prefix: str = "") -> Any:
 
 # ---------------------------------------------------------------------------- loading
 
-def _one_line(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())
-
-
 def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     """The mappings of a YAML settings file and its ``base:`` ancestors, oldest first."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such config file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {_one_line(exc)}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
+    data = load_yaml_file(path)     # size, depth and alias expansion bounded
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
@@ -457,9 +490,13 @@ class TeacherConfig:
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
     hint_placement: str = "after_task"    # after_task | after_observation (teacher.py,
                                           # docs/training.md, hint placement)
+    hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
+                                          # or its turns up to the row's (teacher.py)
 
     def validate(self) -> None:
-        from .teacher import HINT_PLACEMENTS
+        from .teacher import HINT_PLACEMENTS, HINT_SCOPES
+        need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
+             self.hint_scope)
         need(self.choice in ("random", "first"), "choice", "random or first", self.choice)
         need(self.hint_placement in HINT_PLACEMENTS, "hint_placement",
              " or ".join(HINT_PLACEMENTS), self.hint_placement)
@@ -683,9 +720,14 @@ def load_config(path: str | Path | None = None, overrides=None) -> Config:
     return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
 
 
+def config_yaml(cfg: Config) -> str:
+    """The YAML text of a resolved config: RUN/config.yaml, `sharpo train --print-config`."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
     from .io import atomic_write_text
-    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    atomic_write_text(path, config_yaml(cfg))
 
 
 # ---------------------------------------------------------------------------- resume

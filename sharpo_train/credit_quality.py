@@ -53,12 +53,14 @@ class Segments:
     success: np.ndarray     # [S] bool: the rollout succeeded (A_i > 0 in a mixed group)
     rollout: np.ndarray     # [S] int64 rollout id (unique within what is scored together)
     group: np.ndarray       # [S] int64 group id (unit of the bootstrap)
+    coeff_sum: np.ndarray = None   # [S] float64 summed advantage over the action's tokens / A_i
 
     @staticmethod
     def concat(parts: list["Segments"]) -> "Segments":
         if not parts:
             z = np.zeros(0)
-            return Segments(z, z.astype(bool), z.astype(bool), z.astype(np.int64), z.astype(np.int64))
+            return Segments(z, z.astype(bool), z.astype(bool), z.astype(np.int64),
+                            z.astype(np.int64), z)
         return Segments(*(np.concatenate([getattr(p, f.name) for p in parts])
                           for f in dataclasses.fields(Segments)))
 
@@ -70,7 +72,9 @@ def segment_coefficients(batch, advantages: torch.Tensor, labels, *, offset: int
     Per row b (episode e, turn t) with A_e = ``batch.episode_adv[e]`` != 0 and a label:
     coefficient = mean of advantages[b] over the tokens of the turn's action span
     (segments.py), or over all its response tokens when it has none (an unparsable reply,
-    executed as an invalid action), divided by A_e. ``labels`` [N][turns];
+    executed as an invalid action), divided by A_e (the per-token credit); coeff_sum = the
+    same sum without dividing by the span's length (the segment's total credit, what
+    SHARPO's length factor balances: docs/method.md §4). ``labels`` [N][turns];
     ``offset`` is added to episode and group ids (to pool several steps)."""
     adv = advantages.detach().double().cpu()
     ea = batch.episode_adv.double().cpu()
@@ -85,14 +89,15 @@ def segment_coefficients(batch, advantages: torch.Tensor, labels, *, offset: int
         lo, hi = (span.start, span.end) if span else (0, len(turn.response_ids))
         if hi <= lo:
             continue
-        c = float(adv[b, lo:hi].mean()) / a_e
-        rows.append((c, bool(lab), bool(batch.episodes[e].success), offset + e,
-                     offset + int(batch.group_of[e])))
+        total = float(adv[b, lo:hi].sum()) / a_e
+        rows.append((total / (hi - lo), bool(lab), bool(batch.episodes[e].success), offset + e,
+                     offset + int(batch.group_of[e]), total))
     if not rows:
         return Segments.concat([])
-    c, lab, succ, roll, grp = zip(*rows)
+    c, lab, succ, roll, grp, tot = zip(*rows)
     return Segments(np.array(c, dtype=np.float64), np.array(lab), np.array(succ),
-                    np.array(roll, dtype=np.int64), np.array(grp, dtype=np.int64))
+                    np.array(roll, dtype=np.int64), np.array(grp, dtype=np.int64),
+                    np.array(tot, dtype=np.float64))
 
 
 # ------------------------------------------------------------------------- AUC
@@ -178,11 +183,13 @@ def step_credit_quality(batch, advantages: torch.Tensor, labels, *, n_boot: int 
     seg = segment_coefficients(batch, advantages, labels)
     res = credit_auc(seg.coeff, seg.on_plan, seg.success, seg.rollout, seg.group,
                      n_boot=n_boot, seed=seed)
+    res_sum = credit_auc(seg.coeff_sum, seg.on_plan, seg.success, seg.rollout, n_boot=0)
     flat = [x for ep in labels for x in ep]
     known = [x for x in flat if x is not None]
     return {"credit_quality/auc": res["auc"], "credit_quality/auc_lo": res["lo"],
             "credit_quality/auc_hi": res["hi"], "credit_quality/auc_success": res["auc_success"],
-            "credit_quality/auc_failure": res["auc_failure"], "credit_quality/pairs": res["pairs"],
+            "credit_quality/auc_failure": res["auc_failure"],
+            "credit_quality/auc_sum": res_sum["auc"], "credit_quality/pairs": res["pairs"],
             "credit_quality/segments": res["segments"],
             "credit_quality/labelled_frac": len(known) / max(len(flat), 1),
             "credit_quality/on_plan_frac": (sum(known) / len(known)) if known else float("nan")}
@@ -305,6 +312,10 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
         seg = Segments.concat(parts[m])
         results[m] = credit_auc(seg.coeff, seg.on_plan, seg.success, seg.rollout, seg.group,
                                 n_boot=n_boot, seed=seed)
+        total = credit_auc(seg.coeff_sum, seg.on_plan, seg.success, seg.rollout, seg.group,
+                           n_boot=n_boot, seed=seed)
+        results[m].update({"auc_sum": total["auc"], "auc_sum_lo": total["lo"],
+                           "auc_sum_hi": total["hi"]})
     return results
 
 
@@ -330,13 +341,15 @@ def results_table(results: dict) -> str:
     """Markdown table of ``score_batches`` results."""
     def f(x):
         return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
-    lines = ["| method | AUC | 95% CI (groups) | AUC success | AUC failure | pairs | segments |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| method | AUC per token | 95% CI (groups) | AUC success | AUC failure | "
+             "AUC segment sum | 95% CI (groups) | pairs | segments |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for m, r in results.items():
         if "skipped" in r:
-            lines.append(f"| {m} | skipped: {r['skipped']} | | | | | |")
+            lines.append(f"| {m} | skipped: {r['skipped']} | | | | | | | |")
             continue
         lines.append(f"| {m} | {f(r['auc'])} | [{f(r['lo'])}, {f(r['hi'])}] | "
-                     f"{f(r['auc_success'])} | {f(r['auc_failure'])} | {r['pairs']} | "
-                     f"{r['segments']} |")
+                     f"{f(r['auc_success'])} | {f(r['auc_failure'])} | "
+                     f"{f(r.get('auc_sum'))} | [{f(r.get('auc_sum_lo'))}, "
+                     f"{f(r.get('auc_sum_hi'))}] | {r['pairs']} | {r['segments']} |")
     return "\n".join(lines)

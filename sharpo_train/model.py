@@ -342,18 +342,22 @@ def available_memory_bytes(device: str) -> Optional[int]:
     return None
 
 
-def check_tiny_model_fits(model_cfg: Any, *, with_reference: bool = False) -> None:
-    """UsageError naming the model.* shape when the tiny model (no ``model.path``) with its
+def check_tiny_model_fits(model_cfg: Any, *, training: bool = True,
+                          with_reference: bool = False) -> None:
+    """UsageError naming the model.* shape when the tiny model (no ``model.path``) cannot
+    fit in the memory free on ``model.device`` now: with ``training``, its weights,
     gradients and AdamW states (16 bytes a parameter in fp32, 20 with fp32 masters for
-    bf16/fp16; + one more copy of the weights for the KL reference) cannot fit in the
-    memory free on ``model.device`` now. Nothing is allocated."""
+    bf16/fp16; + one more copy of the weights for the KL reference), else its weights.
+    Nothing is allocated. (Linux grants a too-large allocation and kills the process when
+    the pages are touched, so failing allocations cannot be relied on.)"""
     from .assets.build_tokenizer import VOCAB_SIZE      # the shipped tokenizer's bound
     tok_path = _get(model_cfg, "tokenizer_path")
     n = tiny_model_parameters(model_cfg, VOCAB_SIZE if tok_path is None
                               else len(build_tokenizer(tok_path)))
     dtype = str(_get(model_cfg, "dtype", "float32"))
     width = 4 if _DTYPES.get(dtype, torch.float32) == torch.float32 else 2
-    need = n * (width * 2 + (0 if width == 4 else 4) + 8 + (width if with_reference else 0))
+    need = n * (width * 2 + (0 if width == 4 else 4) + 8 + (width if with_reference else 0)
+                if training else width)
     device = str(_get(model_cfg, "device", "cpu"))
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -363,7 +367,8 @@ def check_tiny_model_fits(model_cfg: Any, *, with_reference: bool = False) -> No
             f"model: the tiny model (hidden_size={_get(model_cfg, 'hidden_size')}, "
             f"intermediate_size={_get(model_cfg, 'intermediate_size')}, "
             f"num_layers={_get(model_cfg, 'num_layers')}) has {n:,} parameters and needs about "
-            f"{need / 2**30:.1f} GiB for weights, gradients and optimizer states; {device} has "
+            f"{need / 2**30:.1f} GiB for "
+            f"{'weights, gradients and optimizer states' if training else 'its weights'}; {device} has "
             f"{free / 2**30:.1f} GiB free (make it smaller)")
 
 
@@ -411,6 +416,7 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
     else:
         config = tiny_qwen2_config(model_cfg, len(tokenizer), tokenizer)
         config._attn_implementation = attn
+        check_tiny_model_fits(model_cfg, training=False)      # before a single allocation
         try:
             model = Qwen2ForCausalLM(config).to(dtype)
         except (RuntimeError, MemoryError) as exc:

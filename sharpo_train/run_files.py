@@ -17,8 +17,8 @@ from .errors import UsageError
 
 # folders of RUN/ that sharpo writes into (train, eval, explain)
 RUN_SUBDIRS = ("checkpoints", "credit", "batches", "tensorboard", "report")
-# files of RUN/ that sharpo writes
-RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", ".lock")
+# files of RUN/ that sharpo writes (".sharpo-run": run_dir.RUN_MARKER)
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", ".lock", ".sharpo-run")
 _CHECKPOINT_ENTRY = re.compile(r"(\.tmp_)?step_\d+|latest")
 
 

@@ -51,16 +51,41 @@ class DemoConfig:
         in_range(self, "workers", 0, 1024)
 
 
+METHOD_EXTRA_PREFIXES = ("estimator.", "optim.", "teacher.", "loss.")
+
+
+def split_method(item: str) -> tuple[str, list[str]]:
+    """'sharpo:1@estimator.alpha=0.9@optim.lr=2e-3' -> ('sharpo:1', ['estimator.alpha=0.9',
+    'optim.lr=2e-3']): an arm of `sharpo compare --methods` with its own trainer settings
+    (``estimator.*``, ``optim.*``, ``teacher.*``, ``loss.*``), checked by the trainer's
+    config loader; a ConfigError naming the item otherwise."""
+    from .config import load_config
+    base, *extras = item.strip().split("@")
+    for x in extras:
+        key = x.partition("=")[0].strip()
+        if "=" not in x or not key.startswith(METHOD_EXTRA_PREFIXES):
+            raise ConfigError(f"methods: {item!r}: expected NAME[:value]@key=value with key "
+                              f"under {', '.join(METHOD_EXTRA_PREFIXES)}, got {x!r}")
+    if extras:
+        try:
+            load_config(None, extras)
+        except ConfigError as exc:
+            raise ConfigError(f"methods: {item!r}: {exc}") from None
+    return base.strip(), [x.strip() for x in extras]
+
+
 def parse_method(item: str) -> tuple[str, float | None]:
     """A method of `sharpo compare --methods`: any registered estimator name
     (estimators.ESTIMATORS), optionally ``name:<value>`` setting the estimator's knob
     (``Estimator.knob``: sharpo -> lam, rlsd/serl -> rlsd_lam, gigpo -> gigpo_step_weight,
-    opsd -> opsd_coef, sdar -> sdar_coef, empg -> empg_zeta; docs/estimators.md).
+    opsd -> opsd_coef, sdar -> sdar_coef, empg -> empg_zeta; docs/estimators.md), then
+    optionally ``@key=value`` trainer settings of that arm (``split_method``, checked here).
     'grpo' -> ('grpo', None); 'sharpo' -> ('sharpo', 0.2); 'rlsd' -> ('rlsd', None)
     (the config's value); 'sharpo:0.05' -> ('sharpo', 0.05)."""
     import math
 
     from .estimators import ESTIMATORS
+    item = split_method(item)[0]
     name, sep, raw = item.strip().partition(":")
     if name not in ESTIMATORS:
         raise ConfigError(f"methods: unknown method {item!r}; expected one of "

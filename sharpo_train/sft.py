@@ -50,6 +50,8 @@ class SFTConfig:
                                  # for the teacher (docs/training.md, "Hint-aware warm start")
     hint_max_observation_chars: int = 200   # as teacher.hint_max_observation_chars
     hint_placement: str = "after_task"      # as teacher.hint_placement (the RL run's layout)
+    hint_scope: str = "trajectory"          # as teacher.hint_scope (to_turn: the hint stops
+                                            # at the turn being answered)
     hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
                                             # are used (env.name of the RL run; the recipes
                                             # set it to demo.env)
@@ -71,6 +73,10 @@ class SFTConfig:
         in_range(self, "hint_fraction", 0, 1)
         in_range(self, "hint_max_observation_chars", 0, 100000)
         from .teacher import HINT_PLACEMENTS
+        from .teacher import HINT_SCOPES
+        if self.hint_scope not in HINT_SCOPES:
+            raise UsageError(f"hint_scope: expected one of {list(HINT_SCOPES)}, "
+                             f"got {self.hint_scope!r}")
         if self.hint_placement not in HINT_PLACEMENTS:
             raise UsageError(f"hint_placement: expected one of {list(HINT_PLACEMENTS)}, "
                               f"got {self.hint_placement!r}")
@@ -115,12 +121,18 @@ def load_demos(path: str | Path) -> list[list[dict]]:
 
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  max_observation_chars: int = 200, placement: str = "after_task",
-                 env: str = DEFAULT_ENV) -> list[list[dict]]:
+                 scope: str = "trajectory", env: str = DEFAULT_ENV) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
-    each turn's user message followed by the episode's own trajectory as a successful
-    attempt, laid out exactly as the trainer lays out a teacher prompt (teacher.py). Needs
-    the records' ``action`` and ``observation_after`` (written by `sharpo alfworld demos`);
-    episodes without them are skipped. ``env``: the environment (its EnvSpec's
+    each turn's user message with a hint, laid out exactly as the trainer lays out a
+    teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
+    one (the corridor's demos: a peer's trajectory in the environment's own hint layout),
+    else the episode's own trajectory as a successful attempt (the env's render_hint), which
+    needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld
+    demos`); episodes with neither are skipped. Records are grouped into episodes by
+    ``episode`` when present, else by ``task_id``; a record with ``hint_informative``
+    false (a turn the hint says nothing about) gets no hinted copy. ``scope="to_turn"``
+    (teacher.hint_scope): the turn's record's ``hint_to_turn`` text, else the trajectory up
+    to and including that turn. ``env``: the environment (its EnvSpec's
     ``prompts.render_hint`` and task line)."""
     from .teacher import teacher_text
 
@@ -132,17 +144,32 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     for line in Path(path).read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            if isinstance(rec, dict) and "action" in rec and "observation_after" in rec:
-                episodes.setdefault(str(rec.get("task_id")), []).append(rec)
+            if isinstance(rec, dict) and (isinstance(rec.get("hint"), str) or (
+                    "action" in rec and "observation_after" in rec)) and (
+                    scope != "to_turn" or isinstance(rec.get("hint_to_turn"), str)
+                    or ("action" in rec and "observation_after" in rec)):
+                key = rec.get("episode", rec.get("task_id"))
+                episodes.setdefault(str(key), []).append(rec)
     names = sorted(episodes)
     rng = random.Random(seed)
     chosen = rng.sample(names, round(fraction * len(names)))
     out = []
     for name in sorted(chosen):
         recs = sorted(episodes[name], key=lambda r: r.get("step", 0))
-        hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in recs],
-                                        max_observation_chars=max_observation_chars)
-        for r in recs:
+        render_hint = spec.prompts.render_hint
+        hint = recs[0].get("hint")
+        if not isinstance(hint, str):
+            hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
+                               max_observation_chars=max_observation_chars)
+        for k, r in enumerate(recs):
+            if r.get("hint_informative") is False:     # e.g. a corridor turn without a lamp
+                continue
+            if scope == "to_turn":
+                hint = r.get("hint_to_turn")
+                if not isinstance(hint, str):
+                    hint = render_hint([(x["action"], x["observation_after"])
+                                        for x in recs[:k + 1]],
+                                       max_observation_chars=max_observation_chars)
             user, reply = r["messages"][0], r["messages"][-1]
             out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement,
                                                                  spec.task_line_prefix)},
@@ -223,7 +250,7 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
                                  cfg.hint_max_observation_chars, cfg.hint_placement,
-                                 cfg.hint_env)
+                                 cfg.hint_scope, cfg.hint_env)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)

@@ -25,14 +25,24 @@ log-probs back into the batch. Shapes: N episodes, B rows, T teacher rows, L as 
   * ``"after_observation"``: after the whole turn prompt: user text = turn prompt +
     "\n\n" + hint. Only the turn prompt is shared with the student row, so from the
     second turn on the hint runs through the model once per teacher row.
+  ``teacher.hint_scope``: ``"trajectory"`` (default, docs/method.md §3) shows the peer's
+  whole trajectory to every row; ``"to_turn"`` shows row (e, t) the peer's first t + 1
+  turns, so that the peer's move at the student's turn is the hint's last line
+  (``turn_hints``; the layout the corridor's warm start teaches, docs/corridor.md).
   When the teacher prompt would exceed ``max_prompt_tokens``, the hint is cut (its tail
-  replaced by " ..."), never the task or the turn prompt; a row with no room for even a
-  short hint gets no teacher. Both placements follow this rule.
+  replaced by " ..."), never the task or the turn prompt. A row with no room for even a
+  short hint is not scored by a teacher but stays in its trajectory's teacher: it is a
+  *neutral* row (``TeacherRows.neutral``) whose teacher log-probs are the student's, so
+  its gaps are 0, its weights 1 and its length factors those of the trajectory. Were it
+  left without a teacher, its segments would still count in the trajectory's mean segment
+  length ``mbar`` while keeping a factor of 1, and the length-balanced total of docs/method.md
+  §4 (property 5: the segment tokens of a trajectory carry ``A_i`` times their number) would
+  no longer hold for that trajectory. Both placements follow this rule.
 """
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -54,10 +64,15 @@ def assign_teachers(episodes: list[Episode], choice: str = "random",
                             choice=choice, rng=rng, valid=[ep.error is None for ep in episodes])
 
 
-def render_peer_hint(prompts, peer: Episode, max_observation_chars: int = 200) -> str:
-    """The hint text of one successful peer (the env's ``render_hint``)."""
+HINT_SCOPES = ("trajectory", "to_turn")
+
+
+def render_peer_hint(prompts, peer: Episode, max_observation_chars: int = 200,
+                     upto: Optional[int] = None) -> str:
+    """The hint text of one successful peer (the env's ``render_hint``); ``upto``: only
+    its first ``upto`` turns (``teacher.hint_scope=to_turn``)."""
     steps = [(t.action if t.action is not None else "(invalid action)", t.observation_after)
-             for t in peer.turns]
+             for t in peer.turns[:upto]]
     return prompts.render_hint(steps, max_observation_chars=max_observation_chars)
 
 
@@ -117,24 +132,41 @@ def render_hints(prompts, episodes: list[Episode], teacher_of: list[Optional[int
             for j in teacher_of]
 
 
+def turn_hints(prompts, episodes: list[Episode], teacher_of: list[Optional[int]],
+               max_observation_chars: int = 200):
+    """``teacher.hint_scope=to_turn``: a function (e, t) -> the hint of row (episode e, turn
+    t): the teacher's peer trajectory up to and including its turn t (its first t + 1
+    turns), so that the peer's move at the student's turn is the hint's last line; None
+    where e has no teacher."""
+    def hint(e: int, t: int) -> Optional[str]:
+        j = teacher_of[e]
+        return None if j is None else render_peer_hint(prompts, episodes[j],
+                                                       max_observation_chars, upto=t + 1)
+    return hint
+
+
 @dataclass
 class TeacherRows:
     rows: list[int]                  # [T] the student row b of each teacher row
     sequences: list[list[int]]       # [T] teacher prompt ids + the row's response ids
     num_scored: list[int]            # [T] response length of each (tokens to score)
     hints_truncated: int = 0         # teacher rows whose hint was cut to fit
+    neutral: list[int] = field(default_factory=list)   # rows b whose hint did not fit at
+                                     # all: teacher = student (gap 0, w 1; module docstring)
 
 
 def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torch.Tensor, *,
                  max_prompt_tokens: int, skip_zero_advantage: bool = True,
                  placement: str = DEFAULT_HINT_PLACEMENT,
-                 task_prefix: str = TASK_LINE_PREFIX) -> TeacherRows:
+                 task_prefix: str = TASK_LINE_PREFIX, row_hint=None) -> TeacherRows:
     """The teacher rows of a ``StepBatch`` (batch.py): row b gets one when its episode
     e = traj_index[b] has a hint (``hints`` [N]), A_e != 0 unless ``skip_zero_advantage``
-    is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``). The teacher
-    sequence is that turn's user text with the hint placed as ``placement`` says
-    (``teacher_text``; ``task_prefix``: the env's task line), chat-templated, then the
-    row's response."""
+    is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``); a row that
+    would get one but has no room for its hint goes to ``neutral`` (module docstring).
+    The teacher sequence is that turn's user text with the hint placed as ``placement``
+    says (``teacher_text``; ``task_prefix``: the env's task line), chat-templated, then
+    the row's response. ``row_hint`` (e, t)
+    -> text, when given, is the hint of each row instead of ``hints[e]`` (``turn_hints``)."""
     if placement not in HINT_PLACEMENTS:
         raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
                          f"got {placement!r}")
@@ -143,11 +175,13 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
         if hints[e] is None or (skip_zero_advantage and episode_adv[e] == 0):
             continue
         turn = batch.episodes[e].turns[t]
-        ids, used = teacher_prompt(tokenizer, turn.user_text, hints[e], max_prompt_tokens,
+        hint = hints[e] if row_hint is None else row_hint(e, t)
+        ids, used = teacher_prompt(tokenizer, turn.user_text, hint, max_prompt_tokens,
                                    placement, task_prefix)
         if ids is None:
+            out.neutral.append(b)
             continue
-        out.hints_truncated += used != hints[e]
+        out.hints_truncated += used != hint
         out.rows.append(b)
         out.sequences.append(ids + batch.response_ids[b])
         out.num_scored.append(len(batch.response_ids[b]))
@@ -155,15 +189,19 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
 
 
 def scatter_teacher_logp(old_logp: torch.Tensor, rows: list[int], logps: list[torch.Tensor],
+                         neutral: list[int] = (),
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """old_logp [B, L], T teacher rows (row index ``rows[k]``, log-probs ``logps[k]``
     [len_k]) -> (teacher_logp [B, L] fp32 CPU, has_teacher [B] bool). Rows without a
-    teacher keep the student's values (finite; never read as a teacher)."""
+    teacher keep the student's values (finite; never read as a teacher); ``neutral`` rows
+    (TeacherRows.neutral) have a teacher whose log-probs are the student's."""
     if len(rows) != len(logps):
         raise ValueError(f"logps: one tensor per teacher row expected ({len(rows)}), got {len(logps)}")
     teacher_logp = old_logp.clone()
     has_teacher = torch.zeros(old_logp.shape[0], dtype=torch.bool)
     for b, lp in zip(rows, logps):
         teacher_logp[b, :lp.numel()] = lp.float().cpu()
+        has_teacher[b] = True
+    for b in neutral:
         has_teacher[b] = True
     return teacher_logp, has_teacher

@@ -42,12 +42,14 @@ from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
 from .lora import build_lora_policy, lora_enabled
-from .model import build_optimizer, build_policy
+from .model import build_optimizer, build_policy, check_tiny_model_fits
 from .rollout import collect_rollouts
+from .run_dir import check_run_dir, mark_run_dir
 from .run_files import refuse_links
 from .run_lock import RunLock
 from .scoring import ScoreStats, tree_logprobs
-from .teacher import assign_teachers, render_hints, scatter_teacher_logp, teacher_rows
+from .teacher import (assign_teachers, render_hints, scatter_teacher_logp, teacher_rows,
+                      turn_hints)
 from .update import update_policy
 
 
@@ -105,12 +107,14 @@ class Trainer:
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
         self.report_to = parse_report_to(cfg.log.report_to)
         check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
+        check_run_dir(self.run_dir)       # no system folder, no foreign folder (run_dir.py)
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
         try:
+            mark_run_dir(self.run_dir)    # RUN/.sharpo-run, before any other file of the run
             self._setup()
         except BaseException:
             self.lock.release()
@@ -162,6 +166,8 @@ class Trainer:
         """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
         scheduler."""
         cfg = self.cfg
+        if ckpt is None and cfg.init_from is None and cfg.model.path is None:
+            check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
         torch.manual_seed(cfg.seed)
         if lora_enabled(cfg.model.lora):   # base + adapters; ckpt: its adapter (lora.py)
             self.model, self.tokenizer = build_lora_policy(cfg, self.run_dir, ckpt)
@@ -261,11 +267,14 @@ class Trainer:
                             if self.estimator.needs_teacher else [None] * n)
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
                                    cfg.teacher.hint_max_observation_chars)
+        row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of,
+                               cfg.teacher.hint_max_observation_chars)
+                    if cfg.teacher.hint_scope == "to_turn" else None)
         teachers = teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                                 max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                                 skip_zero_advantage=cfg.teacher.skip_zero_advantage,
                                 placement=cfg.teacher.hint_placement,
-                                task_prefix=self.spec.task_line_prefix)
+                                task_prefix=self.spec.task_line_prefix, row_hint=row_hint)
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
         stats = ScoreStats()
@@ -279,12 +288,13 @@ class Trainer:
             batch.old_entropy = pad_rows(ents[:B], batch.width)              # [B, L]
         batch.old_logp = pad_rows(logps[:B], batch.width)                  # [B, L]
         batch.teacher_logp, batch.has_teacher = scatter_teacher_logp(
-            batch.old_logp, teachers.rows, logps[B:])                       # [B, L], [B]
+            batch.old_logp, teachers.rows, logps[B:], teachers.neutral)     # [B, L], [B]
         if self.ref_model is not None and B:
             batch.ref_logp = pad_rows(self._logprobs(self.ref_model, seqs[:B], counts[:B],
                                                      ScoreStats()), batch.width)
         batch.meta.update({"sharpo/teacher_rows": len(teachers.rows),
                            "sharpo/hints_truncated": int(teachers.hints_truncated),
+                           "sharpo/hints_not_fitting": len(teachers.neutral),
                            "scoring/tokens_through_model": stats.tokens_through_model,
                            "scoring/tokens_unshared": sum(len(s) for s in seqs)})
 
@@ -337,7 +347,8 @@ class Trainer:
                     "sharpo/teacher_coverage":
                         sum(t is not None for t in batch.teacher_of) / max(len(episodes), 1),
                     "sharpo/teacher_rows": batch.meta["sharpo/teacher_rows"],
-                    "sharpo/hints_truncated": batch.meta["sharpo/hints_truncated"]})
+                    "sharpo/hints_truncated": batch.meta["sharpo/hints_truncated"],
+                    "sharpo/hints_not_fitting": batch.meta.get("sharpo/hints_not_fitting", 0)})
         rec.update(credit.stats)
         if "aux_loss" in upd:                     # methods with a loss term (SDAR)
             rec["aux_loss"] = upd["aux_loss"]

@@ -30,8 +30,9 @@ fi
 python3 -c "import sharpo_train.integrations.verl_agent" || {
     echo "error: sharpo is not importable here: pip install --no-deps /path/to/sharpo" >&2; exit 2; }
 
-# verl-agent's data step: the parquet files only set the modality and the batch counts
-# (tasks come from the environment), written under ~/data/verl-agent/text/
+# verl-agent's data step: downloads hiyouga/geometry3k from the Hugging Face Hub once; the
+# parquet files it writes under ~/data/verl-agent/text/ only set the modality and the batch
+# counts (the tasks come from the ALFWorld environment)
 python3 -m examples.data_preprocess.prepare --mode text \
     --train_data_size "$train_data_size" --val_data_size "$val_data_size"
 

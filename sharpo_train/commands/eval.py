@@ -1,4 +1,4 @@
-"""`sharpo eval --run RUN | --model DIR [--games DIR] [--config FILE] [--out FILE] [--force]
+"""`sharpo eval --run-dir RUN | --model DIR [--games DIR] [--config FILE] [--out FILE] [--force]
 [key=value ...]`.
 
 Plays one episode per evaluation task (greedy unless eval.temperature > 0) with the newest
@@ -11,7 +11,8 @@ json_2.1.1/, json_2.1.1 itself, or one split folder (json_2.1.1/valid_seen). Web
 (env.name=webshop): the goals of env.eval_split (default test: WebShop's goals 0-499),
 families are product categories, and the result adds the mean task score ("score").
 
-Written to --out, else (with --run) to a new RUN/eval-<time>.json: the run's own eval.json
+`--run` is the older spelling of `--run-dir`. Written to --out, else (with --run-dir) to a
+new RUN/eval-<time>.json: the run's own eval.json
 (its final evaluation) is never overwritten; an existing --out needs --force.
 """
 from __future__ import annotations
@@ -21,12 +22,14 @@ import sys
 import time
 from pathlib import Path
 
+from ._run_dir_arg import add_run_dir
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("eval", help="evaluate a run's checkpoint or a model directory",
                               description=__doc__)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run", help="a run directory (uses RUN/checkpoints/latest) or a "
+    add_run_dir(src, "--run", help="a run directory (uses RUN/checkpoints/latest) or a "
                                    "`sharpo demo` directory")
     src.add_argument("--model", help="a local Hugging Face model directory")
     p.add_argument("--games", help="ALFWorld games: a folder holding json_2.1.1/, or a split "
@@ -58,11 +61,12 @@ def plan(args) -> tuple:
 
     overrides = list(args.overrides)
     weights, out, base = args.model, args.out, args.config
-    if args.run:
-        run_dir = find_run_dir(args.run, "--run")
+    if args.run_dir:
+        run_dir = find_run_dir(args.run_dir, "--run-dir")
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
-            raise FileNotFoundError(f"--run: {run_dir} has no checkpoint (checkpoints/latest)")
+            raise FileNotFoundError(f"--run-dir: {run_dir} has no checkpoint "
+                                    f"(checkpoints/latest)")
         weights = ckpt / "policy"
         base = base or (run_dir / "config.yaml")
         out = out or default_out(run_dir)

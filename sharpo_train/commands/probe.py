@@ -1,13 +1,21 @@
-"""`sharpo probe-teacher (--model DIR | --run RUN) [--games DIR] [--split S] [--per-family N]`:
-does the teacher read its hint? For each expert turn of real ALFWorld games, the gap
-(log-prob of the action with the hint minus without) of the expert's action vs a random
-admissible one, and their AUC (0.5: the hint tells the teacher nothing). See
-sharpo_train/probe.py."""
+"""`sharpo probe-teacher (--model DIR | --run-dir RUN) [--env alfworld|corridor] [--games DIR]
+[--split S] [--per-family N] [--tasks N]`: does the teacher read its hint?
+
+ALFWorld (default): for each expert turn of real ALFWorld games, the gap (log-prob of the
+action with the hint minus without) of the expert's action vs a random admissible one, and
+their AUC (0.5: the hint tells the teacher nothing).
+Corridor (``--env corridor``, or a ``--run-dir`` of env.name corridor: its env settings): on
+``--tasks`` held-out corridor tasks, the mean gap on the action tokens of the door the
+hint supports vs a door it contradicts at the lamp turns, their separation in nats (the
+warm start's check before RL: docs/corridor.md), and the same at turns without a lamp.
+See sharpo_train/probe.py."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+
+from ._run_dir_arg import add_run_dir
 
 
 def register(subparsers) -> None:
@@ -16,15 +24,27 @@ def register(subparsers) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="a checkpoint directory (an SFT output, a policy dir) "
                                      "or a named model")
-    who.add_argument("--run", help="a training run directory: its newest checkpoint")
+    add_run_dir(who, "--run", help="a training run directory (or a `sharpo demo` one): its "
+                                   "newest checkpoint")
     p.add_argument("--games", default=None,
                    help="ALFWorld json_2.1.1 folder (default: ALFWORLD_DATA / ../shared/data/alfworld)")
     p.add_argument("--split", default="valid_seen")
     p.add_argument("--per-family", type=int, default=1, help="games per task family (6 families)")
-    p.add_argument("--history-length", type=int, default=1)
-    p.add_argument("--hint-placement", default="after_task",
+    p.add_argument("--history-length", type=int, default=None,
+                   help="turns of history in the prompt (default: alfworld 1; corridor "
+                        "the --run-dir's rollout.history_length, else 0)")
+    p.add_argument("--hint-placement", default=None,
                    choices=["after_task", "after_observation"],
-                   help="where the hint goes (as the trainer's teacher.hint_placement)")
+                   help="where the hint goes (as the trainer's teacher.hint_placement; "
+                        "default: alfworld after_task; corridor the --run-dir's, else "
+                        "after_observation)")
+    p.add_argument("--hint-scope", default=None, choices=["trajectory", "to_turn"],
+                   help="corridor: the hint as teacher.hint_scope makes it (default: the "
+                        "--run's, else trajectory)")
+    p.add_argument("--env", default=None, choices=["alfworld", "corridor"],
+                   help="environment to probe (default: the --run-dir's env.name, else alfworld)")
+    p.add_argument("--tasks", type=int, default=50,
+                   help="corridor: held-out tasks to probe (default 50)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the summary here")
     p.set_defaults(func=run)
@@ -35,7 +55,7 @@ def _model_dir(args) -> str:
         return args.model
     from sharpo_train.recipes.phases import latest_policy
     from sharpo_train.report.records import find_run_dir
-    return str(latest_policy(find_run_dir(args.run, "--run")))
+    return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
 def default_games_dir() -> str:
@@ -51,8 +71,41 @@ def default_games_dir() -> str:
                             "(set ALFWORLD_DATA or pass --games)")
 
 
+def _run_config(args):
+    """The --run-dir's trainer config (None without --run-dir or when it has none)."""
+    if not args.run_dir:
+        return None
+    from sharpo_train.config import Config, load_settings
+    from sharpo_train.report.records import find_run_dir
+    path = find_run_dir(args.run_dir, "--run-dir") / "config.yaml"
+    return load_settings(Config, path) if path.is_file() else None
+
+
 def run(args) -> int:
     import torch
+
+    try:
+        cfg = _run_config(args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
+        return 2
+    env = args.env or (cfg.env.get("name") if cfg is not None else "alfworld")
+    corridor_run = env == "corridor" and cfg is not None
+    if args.history_length is None:
+        args.history_length = (cfg.rollout.history_length if corridor_run
+                               else 0 if env == "corridor" else 1)
+    if args.hint_placement is None:
+        args.hint_placement = (cfg.teacher.hint_placement if corridor_run
+                               else "after_observation" if env == "corridor" else "after_task")
+    if args.hint_scope is None:
+        args.hint_scope = cfg.teacher.hint_scope if corridor_run else "trajectory"
+    if env == "corridor":
+        return run_corridor(args, dict(cfg.env) if cfg is not None and
+                            cfg.env.get("name") == "corridor" else {"name": "corridor"})
+    if env != "alfworld":
+        print(f"sharpo probe-teacher: --env: the probe knows alfworld and corridor, the run "
+              f"is {env!r}", file=sys.stderr)
+        return 2
 
     from sharpo_train.envs.alfworld.games import FAMILIES, discover_games, task_of
     from sharpo_train.model import build_policy
@@ -93,3 +146,55 @@ def run(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(s, indent=1))
     return 0
+
+
+def run_corridor(args, env_config: dict) -> int:
+    """`--env corridor`: the gap on supported vs contradicted doors (probe.probe_corridor)."""
+    import torch
+
+    from sharpo_train.envs import make_suite
+    from sharpo_train.model import build_policy
+    from sharpo_train.envs.corridor.probe import probe_corridor
+
+    try:
+        if args.tasks < 1:
+            raise ValueError(f"--tasks: expected >= 1, got {args.tasks}")
+        if args.history_length < 0:
+            raise ValueError(f"--history-length: expected >= 0, got {args.history_length}")
+        tasks = make_suite(env_config).eval_tasks[:args.tasks]
+        if not tasks:
+            raise ValueError("env.num_eval: the corridor settings hold no held-out task")
+        model_dir = _model_dir(args)
+        torch.manual_seed(0)
+        model, tok = build_policy(None, weights_from=model_dir,
+                                 weights_key="--model" if args.model else "--run-dir")
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
+        return 2
+    s = probe_corridor(model, tok, tasks, history_length=args.history_length, seed=args.seed,
+                       placement=args.hint_placement, scope=args.hint_scope).summary()
+    s.update({"model": model_dir, "env": env_config, "placement": args.hint_placement,
+              "scope": args.hint_scope})
+    print(corridor_probe_text(s, model_dir))
+    if args.json:
+        Path(args.json).write_text(json.dumps(s, indent=1))
+    return 0
+
+
+def corridor_probe_text(s: dict, model_dir: str) -> str:
+    fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"     # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"     # noqa: E731
+    return (f"teacher probe of {model_dir}: {s['tasks']} held-out corridor tasks, "
+            f"{s['lamp_turns']} lamp turns\n"
+            f"  lamp turns: gap on the door the hint supports {fmt(s['gap_supported'])}, on a "
+            f"door it contradicts {fmt(s['gap_contradicted'])} nats/token; separation "
+            f"{fmt(s['separation'])}, AUC {fmt(s['auc'])}\n"
+            f"  the same summed over the action span (the door's whole log-prob ratio): "
+            f"supported {fmt(s['gap_sum_supported'])}, contradicted "
+            f"{fmt(s['gap_sum_contradicted'])} nats; separation {fmt(s['separation_sum'])} "
+            f"(goal >= 0.5)\n"
+            f"  p(right door) at a lamp: student {pct(s['student_p_right'])}, teacher "
+            f"{pct(s['teacher_p_right'])}\n"
+            f"  turns without a lamp (the hint's door is arbitrary there): agree "
+            f"{fmt(s['gap_plain_agree'])}, disagree {fmt(s['gap_plain_disagree'])}, "
+            f"separation {fmt(s['plain_separation'])}")

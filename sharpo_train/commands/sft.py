@@ -27,6 +27,11 @@ def run(args) -> int:
     if cfg.model.path is not None and not Path(cfg.model.path).is_dir() and \
             cfg.model.path not in NAMED_MODELS:         # a named model (model.py)
         raise UsageError(f"model.path: no such directory {cfg.model.path!r}")
+    from sharpo_train.model import check_tiny_model_fits, check_weights_dir
+    if cfg.model.path is None:           # the tiny model: it must fit in the memory free now
+        check_tiny_model_fits(cfg.model)
+    elif cfg.model.path not in NAMED_MODELS:       # safetensors weights only, never pickle
+        check_weights_dir(cfg.model.path, "model.path")
     summary = run_sft(args.demos, args.out, cfg)
     print(f"sft: {summary['examples']} examples, {summary['steps']} steps, "
           f"final loss {summary['final_loss']:.4f}\ncheckpoint: {args.out}")

@@ -1,10 +1,14 @@
-"""`sharpo train [--config FILE] [--resume] [--run-dir DIR] [key=value ...]`: GRPO/SHARPO
-training.
+"""`sharpo train [--config FILE] [--resume] [--run-dir DIR] [--print-config] [key=value ...]`:
+GRPO/SHARPO training.
 
 Without --config the embedded default (sharpo_train/configs/default.yaml) is used.
-Overrides are dotted keys: `method=grpo rollout.group_size=8 optim.lr=1e-3 env.name=synthetic`.
+Overrides are dotted keys: `method=grpo rollout.group_size=8 optim.lr=1e-3 env.name=synthetic`;
+as in Hydra, `+key=value` adds a key the config does not hold yet (refused when it does),
+`++key=value` adds or sets, and an unknown key is an error naming the known ones.
+`--run-dir DIR` is `run_dir=DIR`. `--print-config` prints the resolved config (YAML, what
+RUN/config.yaml would hold) and exits without creating anything (Hydra's `--cfg job`).
 
-`--resume run_dir=RUN [key=value ...]` continues RUN from its newest checkpoint with RUN's
+`--resume --run-dir RUN [key=value ...]` continues RUN from its newest checkpoint with RUN's
 own config.yaml; the overrides may let total_steps grow and change log.*, eval.*,
 checkpoint.every/keep, model.device and model.cpu_threads, nothing that changes what the run
 is (docs/run_directory.md). With --config as well, FILE + overrides must restate the run.
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._run_dir_arg import add_run_dir, resolve_run_dir
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("train", help="train a policy with GRPO or SHARPO",
@@ -21,17 +27,23 @@ def register(subparsers) -> None:
     p.add_argument("--config", default=None, help="YAML config (default: the embedded one)")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN (run_dir) from RUN/checkpoints/latest with RUN/config.yaml")
-    p.add_argument("--run-dir", default=None, help="same as run_dir=DIR")
+    add_run_dir(p, help="the run directory (run_dir=DIR: the same)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config (YAML) and exit; creates nothing and does "
+                        "not check the run directory, paths or device")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=run)
 
 
-def plan(args):
+def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
-    the key, option or path on a user error. Creates nothing."""
+    the key, option or path on a user error. Creates nothing. ``check=False``
+    (--print-config): the settings only, not the run directory, paths or device."""
     from ..config import (OverrideText, coerce, load_config, parse_overrides, resume_config)
     from ..errors import UsageError
+    from ..run_dir import check_run_dir
 
+    resolve_run_dir(args, overrides=args.overrides)     # --run-dir vs run_dir=: one value
     data = parse_overrides(args.overrides)
     if args.run_dir is not None:
         data["run_dir"] = OverrideText(args.run_dir)
@@ -41,14 +53,19 @@ def plan(args):
             run_dir = coerce("run_dir", data["run_dir"], str)
         else:   # the run_dir the same command line without --resume would use
             run_dir = load_config(args.config, data).run_dir
+        check_run_dir(run_dir)        # a system or foreign folder: refused before reading it
         cfg = resume_config(run_dir, data, args.config)
     else:
         cfg = load_config(args.config, data)
+        if not check:
+            return cfg
+        check_run_dir(cfg.run_dir)
         metrics = Path(cfg.run_dir) / "metrics.jsonl"
         if metrics.is_file() and metrics.stat().st_size > 0:
             raise UsageError(f"run_dir: {cfg.run_dir} already holds a run; pass --resume to "
                              f"continue it or choose another run_dir")
-    check_paths_and_device(cfg)
+    if check:
+        check_paths_and_device(cfg)
     return cfg
 
 
@@ -87,6 +104,10 @@ def check_paths_and_device(cfg) -> None:
 
 
 def run(args) -> int:
+    if args.print_config:
+        from ..config import config_yaml
+        print(config_yaml(plan(args, check=False)), end="")
+        return 0
     cfg = plan(args)
     from ..trainer import train
     run_dir = train(cfg)

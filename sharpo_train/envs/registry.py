@@ -14,6 +14,7 @@ ENVS: dict[str, str] = {
     "webshop": "sharpo_train.envs.webshop.spec:SPEC",
     "synthetic": "sharpo_train.envs.synthetic:SPEC",        # loop tests only, not a benchmark
     "signs": "sharpo_train.envs.synthetic:SIGNS_SPEC",      # learning-direction test only
+    "corridor": "sharpo_train.envs.corridor.spec:SPEC",     # credit-assignment testbed
 }
 DEFAULT_ENV = "alfworld"      # env.name when a config names none
 

@@ -52,6 +52,9 @@ class RecipeSpec:
     real_label: str = ""          # report heading of that sample ("Real ALFWorld valid_seen games")
     real_missing: str = ""        # report note when no real sample was found ("": none)
     setup: Callable = lambda out: None           # once, before any phase (e.g. env vars)
+    eval_decoding: str = "greedy"     # report text: how the held-out evaluation decodes
+    task_word: str = "game"           # report text: what one held-out episode plays
+    demo_word: str = "expert"         # report text: who played the demonstrations
     # defaults between the recipe's and the user's overrides: {"demo" | "sft" | "train" |
     # "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a DemoConfig field's value
     defaults: Mapping[str, list] = field(default_factory=dict)

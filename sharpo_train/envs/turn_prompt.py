@@ -84,22 +84,31 @@ def format_response(think: str, action: str) -> str:
 HintStep = Union[str, tuple[str, str]]
 
 
+def hint_pairs(steps: Sequence[HintStep], max_observation_chars: int = 200
+               ) -> list[tuple[str, str]]:
+    """The steps of a hint as (action, observation-after-it) pairs (a bare action string
+    has observation ""); ``max_observation_chars`` checked (an int >= 0)."""
+    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
+        raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
+    out = []
+    for i, step in enumerate(steps):
+        if isinstance(step, str):
+            out.append((step, ""))
+        elif isinstance(step, (tuple, list)) and len(step) == 2:
+            out.append((step[0], step[1]))
+        else:
+            raise TypeError(f"steps[{i}]: expected an action or (action, observation), got {step!r}")
+    return out
+
+
 def render_hint(steps: Sequence[HintStep], max_observation_chars: int = 200) -> str:
     """The 'A successful attempt at this task: ...' text for the teacher (docs/method.md §3).
 
     steps: the successful peer's turns in order, each an action string or an
     (action, observation-after-it) pair. Observations are cut to
     ``max_observation_chars`` (0 = leave them out)."""
-    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
-        raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
     lines = []
-    for i, step in enumerate(steps, start=1):
-        if isinstance(step, str):
-            action, obs = step, ""
-        elif isinstance(step, (tuple, list)) and len(step) == 2:
-            action, obs = step
-        else:
-            raise TypeError(f"steps[{i - 1}]: expected an action or (action, observation), got {step!r}")
+    for i, (action, obs) in enumerate(hint_pairs(steps, max_observation_chars), start=1):
         line = f"{i}. {one_line(action)}"
         obs = one_line(obs or "")
         if obs and max_observation_chars:

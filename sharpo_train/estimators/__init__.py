@@ -157,6 +157,24 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
                         sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau))
 
 
+@register_estimator("sharpo_rho", params=SharpoParams, knob="lam")
+def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
+    """SHARPO's length factor alone, the weight off (an ablation): docs/method.md §4 with
+    w = 1 on every segment of every trajectory, so ``A~ = A_i * ((1 - lam) + lam * rho)``.
+    No teacher is scored (the kernel gets the student as its own teacher: every gap 0)."""
+    if batch.old_logp is None:
+        raise ValueError("sharpo_rho: old_logp is required")
+    base = episode_advantages(batch, cfg)[batch.traj_index]
+    everyone = torch.ones(base.shape[0], dtype=torch.bool)
+    seg = segment_advantage(batch.old_logp, batch.old_logp, batch.segment_ids, base,
+                            has_teacher=everyone, lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau,
+                            rho_min=cfg.rho_min, rho_max=cfg.rho_max,
+                            response_mask=batch.response_mask, traj_index=batch.traj_index,
+                            backend=cfg.backend)
+    return CreditOutput(seg.advantages, base, seg,
+                        sharpo_step_stats(seg, base, everyone, alpha=cfg.alpha, tau=cfg.tau))
+
+
 # the other methods register themselves on import (docs/estimators.md)
 from . import empg, gigpo, self_distill  # noqa: E402,F401
 

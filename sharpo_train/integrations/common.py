@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from sharpo_kernels import SharpoCoefficients
 from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
 
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
@@ -146,20 +147,13 @@ def check_sharpo_settings(c) -> None:
     never a bool), max_hint_tokens an int >= MIN_HINT_TOKENS, hint_template a format string
     using only ``{hint}``. An infinite tau or rho_max or a NaN threshold would silently
     turn SHARPO into plain GRPO (docs/method.md §4)."""
-    for name in ("lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"):
-        v = getattr(c, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"{name}: expected a real number, got {type(v).__name__} {v!r}")
-        if not math.isfinite(v):
-            raise ValueError(f"{name}: expected a finite number, got {v}")
-    if not 0.0 <= c.lam <= 1.0:
-        raise ValueError(f"lam: expected 0 <= lam <= 1, got {c.lam}")
-    if not 0.0 < c.alpha < 1.0:
-        raise ValueError(f"alpha: expected 0 < alpha < 1, got {c.alpha}")
-    if not c.tau > 0.0:
-        raise ValueError(f"tau: expected tau > 0, got {c.tau}")
-    if not 0.0 < c.rho_min <= c.rho_max:
-        raise ValueError(f"rho_min/rho_max: expected 0 < rho_min <= rho_max, got {c.rho_min}, {c.rho_max}")
+    # the coefficients: the kernel's own check (sharpo_kernels.SharpoCoefficients.checked)
+    SharpoCoefficients(c.lam, c.alpha, c.tau, c.rho_min, c.rho_max).checked()
+    v = c.success_threshold
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"success_threshold: expected a real number, got {type(v).__name__} {v!r}")
+    if not math.isfinite(v):
+        raise ValueError(f"success_threshold: expected a finite number, got {v}")
     if isinstance(c.max_hint_tokens, bool) or not isinstance(c.max_hint_tokens, int):
         raise TypeError(f"max_hint_tokens: expected an int, got {type(c.max_hint_tokens).__name__}")
     if c.max_hint_tokens < MIN_HINT_TOKENS:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -35,10 +36,9 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_kernels.segment_advantage.checks import check_params
 from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
-from sharpo_train.integrations.common import (HINT_TEMPLATE, generation_suffix_ids, insert_hint,
-                                              left_pad, response_segment_ids)
+from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
+                                              insert_hint, left_pad, response_segment_ids)
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -181,7 +181,7 @@ def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
     """``algorithm.sharpo.*`` (a mapping, or absent) merged over ``DEFAULTS`` and checked.
 
     An unknown key (a typo such as ``lamda``) raises ValueError naming it, the nearest known
-    key and every known key; values are checked as ``segment_advantage`` checks them.
+    key and every known key; values by ``common.check_sharpo_settings`` (TRL's check too).
     ``max_teacher_prompt_length`` defaults to ``max_prompt_length + max_hint_tokens``.
     """
     user = algorithm.get("sharpo", None) if hasattr(algorithm, "get") else None
@@ -194,24 +194,15 @@ def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
         named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
         raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(DEFAULTS)}")
     cfg = {k: user[k] if k in user else v for k, v in DEFAULTS.items()}
-    names = ("lam", "alpha", "tau", "rho_min", "rho_max")
     try:
-        cfg.update(zip(names, check_params(*(cfg[k] for k in names))))
+        check_sharpo_settings(SimpleNamespace(**cfg))
     except (TypeError, ValueError) as e:
         raise type(e)(f"algorithm.sharpo.{e}") from None
-    v = cfg["success_threshold"]
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
-        raise ValueError(f"algorithm.sharpo.success_threshold: expected a finite number, got {v!r}")
-    cfg["success_threshold"] = float(v)
-    for key in ("max_hint_tokens", "max_teacher_prompt_length"):
-        v = cfg[key]
-        if v is None and key == "max_teacher_prompt_length":
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-            raise ValueError(f"algorithm.sharpo.{key}: expected a positive integer, got {v!r}")
-        cfg[key] = int(v)
-    if "{hint}" not in str(cfg["hint_template"]):
-        raise ValueError(f"algorithm.sharpo.hint_template: must contain '{{hint}}', got {cfg['hint_template']!r}")
+    for key in ("lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"):
+        cfg[key] = float(cfg[key])
+    v = cfg["max_teacher_prompt_length"]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+        raise ValueError(f"algorithm.sharpo.max_teacher_prompt_length: expected a positive integer, got {v!r}")
     if cfg["max_teacher_prompt_length"] is None:
         cfg["max_teacher_prompt_length"] = int(max_prompt_length) + cfg["max_hint_tokens"]
     return cfg

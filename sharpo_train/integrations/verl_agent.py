@@ -144,7 +144,11 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
         outcome = torch.as_tensor(np.asarray(nt["episode_rewards"], dtype=np.float64)[first], dtype=torch.float32)
     except (TypeError, ValueError):
         raise ValueError("episode_rewards: expected one number per row") from None
+    if not bool(torch.isfinite(outcome).all()):
+        raise ValueError("episode_rewards: every row needs a finite episode reward")
     penalty = b["token_level_rewards"][idx].float().sum(-1) - outcome          # [U]
+    if not bool(torch.isfinite(penalty).all()):
+        raise ValueError("token_level_rewards: non-finite reward in a row; rewards must be finite")
 
     teacher = build_teacher_batch(
         trainer.tokenizer, prompts, responses, uid, traj_uid, outcome.tolist(),

@@ -16,6 +16,13 @@ from .demo import open_pipeline
 from .settings import PipelinePlan, parse_methods, parse_seeds  # noqa: F401 (re-exported)
 
 
+def compare_runs(methods, seeds) -> list[tuple[str, int, str, list[str]]]:
+    """(slug, seed, run folder under the compare directory, trainer overrides) of each RL
+    run: runs/<slug>-seed<k>, seed by seed, method by method."""
+    return [(slug, seed, f"runs/{slug}-seed{seed}", list(extra) + [f"seed={seed}"])
+            for seed in seeds for _label, slug, extra in methods]
+
+
 def run_compare(plan: PipelinePlan, methods, seeds, echo=print) -> Path:
     from ..report.compare import write_compare_report
     out, s = plan.out, plan.settings
@@ -40,19 +47,18 @@ def run_compare(plan: PipelinePlan, methods, seeds, echo=print) -> Path:
     if real:
         log.run("eval_real/warm-start", lambda: phases.evaluate(
             sft_dir, warm_cfg, real, real_root, s.real_max_turns), echo)
-    for seed in seeds:
-        for label, slug, extra in methods:
-            run_dir = out / "runs" / f"{slug}-seed{seed}"
+    for slug, seed, folder, extra in compare_runs(methods, seeds):
+        run_dir = out / folder
 
-            def rl(run_dir=run_dir, extra=extra, seed=seed):
-                phases.rl(cfg_for(run_dir, extra + [f"seed={seed}"]))
-                return phases.final_eval(run_dir, held)
+        def rl(run_dir=run_dir, extra=extra):
+            phases.rl(cfg_for(run_dir, extra))
+            return phases.final_eval(run_dir, held)
 
-            log.run(f"rl/{slug}/seed{seed}", rl, echo)
-            if real:
-                log.run(f"eval_real/{slug}/seed{seed}", lambda run_dir=run_dir: phases.evaluate(
-                    phases.latest_policy(run_dir), cfg_for(run_dir), real, real_root,
-                    s.real_max_turns), echo)
-            write_compare_report(out, log, methods, seeds, s)   # partial results stay readable
+        log.run(f"rl/{slug}/seed{seed}", rl, echo)
+        if real:
+            log.run(f"eval_real/{slug}/seed{seed}", lambda run_dir=run_dir: phases.evaluate(
+                phases.latest_policy(run_dir), cfg_for(run_dir), real, real_root,
+                s.real_max_turns), echo)
+        write_compare_report(out, log, methods, seeds, s)   # partial results stay readable
     echo(f"\nresults: {out / 'compare.md'}\nrun directory: {out}")
     return out

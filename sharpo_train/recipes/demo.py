@@ -24,14 +24,16 @@ def open_pipeline(plan: PipelinePlan, echo=print):
     """Start (or resume) a pipeline in plan.out, shared by `sharpo demo` and `sharpo compare`:
     the folder, the environment's setup, and the phase log (RUN/pipeline.json) with the
     command recorded. Returns (the env's recipe, the PhaseLog)."""
+    from ..run_dir import check_pipeline_dir
     out = plan.out
     env = phases.env_recipe(plan.settings.env)
+    check_pipeline_dir(out)       # no system or foreign folder (run_dir.py); creates nothing
     echo(f"run directory: {out}")
     out.mkdir(parents=True, exist_ok=True)
+    log = phases.PhaseLog(out)
+    log.set("command", plan.command)       # pipeline.json first: it marks the folder
     phases.quiet_transformers()
     env.setup(out)
-    log = phases.PhaseLog(out)
-    log.set("command", plan.command)
     return env, log
 
 

@@ -125,11 +125,11 @@ def train_config(games_dir: Path, sft_dir: Optional[Path], s: DemoConfig,
                  overrides: list[str], run_dir: Path, extra: list[str] = ()):
     """The trainer config of an RL run from the warm start on the recipe's tasks
     (``games_dir``: the first phase's output, env_recipe(s.env).tasks_path)."""
-    from ..config import load_config
+    from ..config import load_config, override_key
     base = [f"run_dir={run_dir}", f"seed={s.seed}"] + env_recipe(s.env).env_keys(games_dir, s)
     if sft_dir is not None:
         base.append(f"init_from={sft_dir}")
-    if not any(o.startswith(("model.path=", "model.tokenizer_path=")) for o in overrides):
+    if not any(override_key(o) in ("model.path", "model.tokenizer_path") for o in overrides):
         # the tiny model's tokenizer is the shipped one; never a copy saved beside weights
         # (transformers reloads a saved copy as a different tokenizer class)
         from ..model import TOKENIZER_DIR

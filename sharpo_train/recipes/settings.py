@@ -20,9 +20,9 @@ from typing import Optional
 
 from ..envs.registry import get_spec
 
-from ..config import (ConfigError, OverrideText, apply_overrides, load_config, parse_overrides,
-                      validate_settings)
-from ..settings import CompareConfig, DemoConfig, parse_method
+from ..config import (ConfigError, OverrideText, apply_overrides, load_config, override_key,
+                      parse_overrides, split_override, validate_settings)
+from ..settings import CompareConfig, DemoConfig, parse_method, split_method
 from ..sft import SFTConfig, parse_sft_overrides
 
 def env_recipe(name: str):
@@ -70,25 +70,21 @@ QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=
 # applied after the recipe's (and the --quick ones) and before the user's.
 
 
-def _env_setting(item: str) -> Optional[str]:
-    """'env=webshop' -> 'webshop' (the demo.env shorthand); else None."""
-    key, _, value = item.partition("=")
-    return value if key.strip() == "env" else None
-
-
 def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(demo.*, sft.*, trainer) overrides, prefixes removed from the first two;
-    ``env=<name>`` is ``demo.env=<name>``."""
+    """(demo.*, sft.*, trainer) overrides, prefixes removed from the first two (Hydra's
+    ``+``/``++`` kept in front); ``env=<name>`` is ``demo.env=<name>``."""
     demo, sft, train = [], [], []
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"{item}: expected key=value (e.g. demo.train_games=40)")
-        if _env_setting(item) is not None:
-            demo.append(f"env={_env_setting(item)}")
-        elif item.startswith("demo."):
-            demo.append(item[len("demo."):])
-        elif item.startswith("sft."):
-            sft.append(item[len("sft."):])
+        op, key, value = split_override(item)
+        op = "" if op == "=" else op
+        if key == "env":
+            demo.append(f"{op}env={value}")
+        elif key.startswith("demo."):
+            demo.append(f"{op}{key[len('demo.'):]}={value}")
+        elif key.startswith("sft."):
+            sft.append(f"{op}{key[len('sft.'):]}={value}")
         else:
             train.append(item)
     return demo, sft, train
@@ -114,25 +110,45 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     out = []
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value))
+        out.append(method_run(name, value, split_method(item)[1]))
     return out
 
 
-def method_run(name: str, value: float | None) -> tuple[str, str, list[str]]:
+def method_run(name: str, value: float | None, extras: list[str] = ()
+               ) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (settings.parse_method)."""
+    estimator's knob (settings.parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: settings.split_method), named in its label
+    and its run folder's name."""
     from sharpo_train.estimators import ESTIMATORS
     if name == "grpo":
-        return "GRPO", "grpo", ["method=grpo"]
-    if name == "sharpo":
-        return (f"SHARPO (λ={value:g})", f"sharpo-lam{value:g}",
-                ["method=sharpo", f"estimator.lam={value!r}"])
-    label = {"gigpo": "GiGPO"}.get(name, name.upper())
-    if value is None:
-        return label, name, [f"method={name}"]
-    knob = ESTIMATORS[name].knob
-    return (f"{label} ({knob}={value:g})", f"{name}-{value:g}",
-            [f"method={name}", f"estimator.{knob}={value!r}"])
+        label, slug, over = "GRPO", "grpo", ["method=grpo"]
+    elif name == "sharpo":
+        label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
+        over = ["method=sharpo", f"estimator.lam={value!r}"]
+    else:
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        if value is None:
+            label, slug, over = label, name, [f"method={name}"]
+        else:
+            knob = ESTIMATORS[name].knob
+            label, slug = f"{label} ({knob}={value:g}", f"{name}-{value:g}"
+            over = [f"method={name}", f"estimator.{knob}={value!r}"]
+    shown = []
+    for x in extras:
+        key, _, raw = x.partition("=")
+        short = key.strip().rsplit(".", 1)[-1]
+        try:
+            raw = f"{float(raw):g}"
+        except ValueError:
+            raw = raw.strip()
+        shown.append(f"{short}={raw}")
+        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
+    if "(" in label:
+        label = label + "".join(f", {x}" for x in shown) + ")"
+    elif shown:
+        label = f"{label} ({', '.join(shown)})"
+    return label, slug, over + list(extras)
 
 
 @dataclass
@@ -154,9 +170,9 @@ class PipelinePlan:
         base_demo, base_sft, base_train = ([], DEMO_SFT, DEMO_TRAIN)
         if quick:
             base_demo, base_sft, base_train = QUICK_DEMO, DEMO_SFT + QUICK_SFT, DEMO_TRAIN + QUICK_TRAIN
-        env_names = [o.partition("=")[2].strip() for o in train
-                     if o.partition("=")[0].strip() == "env.name"]
-        if env_names and not any(d.startswith("env=") for d in demo):
+        env_names = [split_override(o)[2].strip() for o in train
+                     if override_key(o) == "env.name"]
+        if env_names and not any(override_key(d) == "env" for d in demo):
             demo = [f"env={env_names[-1]}"] + demo      # `env.name=webshop` selects the recipe
         settings = parse_demo_settings(base_demo + demo, settings_cls())
         env_defaults = env_recipe(settings.env).defaults
@@ -176,8 +192,28 @@ class PipelinePlan:
         base_sft = list(base_sft) + env_extra("sft")
         base_train = list(base_train) + env_extra("train")
         sft_cfg = parse_sft_overrides(base_sft + sft, prefix="sft.")
-        sft_cfg.seed = settings.seed if not any(s.startswith("seed=") for s in sft) else sft_cfg.seed
-        if not any(s.startswith("hint_env=") for s in sft):
+        sft_cfg.seed = settings.seed if not any(override_key(s) == "seed" for s in sft) else sft_cfg.seed
+        if not any(override_key(s) == "hint_env" for s in sft):
             sft_cfg.hint_env = settings.env       # the hinted warm start's hint layout
         load_config(None, [f"env.name={settings.env}"] + base_train + train)   # a bad trainer key fails here, named
         return cls(Path(out), settings, sft_cfg, base_train + train, command)
+
+    def resolved(self, runs: list[tuple[str, list[str]]]) -> dict:
+        """What the pipeline would run (``--print-config``), creating nothing: its
+        directory, the ``demo.*`` settings, the warm start's ``sft.*`` settings and the
+        trainer config of each RL run (``runs``: (folder under the pipeline directory,
+        extra trainer overrides)): the first in full (``train``), every run as the keys
+        where it differs from the first (``runs``, when there are several)."""
+        from ..config import _flat
+        from .phases import train_config
+        tasks = self.out / env_recipe(self.settings.env).tasks_path
+        configs = [(folder, train_config(tasks, self.out / "sft", self.settings,
+                                         self.train_overrides, self.out / folder,
+                                         extra).to_dict()) for folder, extra in runs]
+        out = {"run_dir": str(self.out), "demo": asdict(self.settings), "sft": asdict(self.sft),
+               "train": configs[0][1]}
+        if len(configs) > 1:
+            first = _flat(configs[0][1])
+            out["runs"] = {folder: {k: v for k, v in _flat(cfg).items() if first.get(k) != v}
+                           for folder, cfg in configs}
+        return out

@@ -46,12 +46,12 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
              + ", ".join(f"{label}: {len(done[label])}/{len(seeds)}" for label in done) + ".",
              "",
              f"Shared warm start: {sft.get('steps', '?')} SFT steps on {sft.get('examples', '?')} "
-             f"expert turns from {env.warm_data(s)}"
-             + ("" if env.scored else f" (size {s.game_size})")
+             f"{env.demo_word} turns from {env.warm_data(s)}"
+             + ("" if env.scored or env.task_word != "game" else f" (size {s.game_size})")
              + ". Every run starts from it, with the same trainer settings "
              "except the method; seed k gives every method the same task sequence.", "",
-             f"## {env.heldout(s, n_held)}; greedy, one episode per "
-             f"{'goal' if env.scored else 'game'}", ""]
+             f"## {env.heldout(s, n_held)}; {env.decoding}, one episode per "
+             f"{'goal' if env.scored else env.task_word}", ""]
     if warm:
         lines += ["Warm start before RL: ", "",
                   single_run_markdown(warm, fams, label="warm start"), ""]
@@ -87,6 +87,8 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
             lines += ["Warm start before RL: ", "",
                       single_run_markdown(warm_real, fams, label="warm start"), ""]
         lines.append(results_markdown(aggregate_runs(real, fams), fams))
+    from .compare_training import training_lines
+    lines += training_lines(out, methods, seeds, done, log.seconds())
     lines += ["", "Learning curves: `compare_curves.png`.", "",
               "## Time per phase (s)", "", "| phase | seconds |", "|---|---:|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in secs.items()]

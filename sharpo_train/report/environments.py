@@ -19,6 +19,9 @@ class EnvReport:
     scored: bool                  # eval results carry "score" (mean task score)
     real_label: str = ""          # heading of the real-game sample's table
     real_missing: str = ""        # note when the recipe found no real games ("": none)
+    decoding: str = "greedy"      # how the held-out evaluation decodes (the recipe's setting)
+    task_word: str = "game"       # what one held-out episode plays
+    demo_word: str = "expert"     # who played the warm start's demonstrations
 
 
 def env_report(s) -> EnvReport:
@@ -26,4 +29,5 @@ def env_report(s) -> EnvReport:
     spec = get_spec(getattr(s, "env", DEFAULT_ENV))
     recipe = spec.load("recipe")
     return EnvReport(spec.title, list(spec.families), spec.family_word, recipe.heldout_title,
-                     recipe.warm_data, spec.scored, recipe.real_label, recipe.real_missing)
+                     recipe.warm_data, spec.scored, recipe.real_label, recipe.real_missing,
+                     recipe.eval_decoding, recipe.task_word, recipe.demo_word)

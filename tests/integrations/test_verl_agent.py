@@ -221,12 +221,30 @@ def test_copy_marked_after_a_change_is_refused(policy):
 
 
 @needs_verl
+@pytest.mark.parametrize("key, row", [("episode_rewards", 3), ("token_level_rewards", 5)])
+def test_non_finite_rewards_are_refused(policy, key, row):
+    from sharpo_train.integrations.verl_agent import mark_rows, sharpo_advantage
+
+    model, tok = policy
+    batch = mark_rows(rollout_batch(tok, agent_step_rows(tok)))
+    worker = CpuActorWorkerGroup(model, world_size=2)
+    batch = rewards_and_old_log_probs(batch, worker)
+    if key == "episode_rewards":
+        batch.non_tensor_batch[key][row] = float("nan")
+    else:
+        batch.batch[key][row, 0] = float("inf")
+    with pytest.raises(ValueError, match=key):
+        sharpo_advantage(SimpleNamespace(config=agent_config(), tokenizer=tok, actor_rollout_wg=worker), batch)
+
+
+@needs_verl
 @pytest.mark.parametrize("sharpo, match", [
     ({"lamda": 0.5}, r"unknown key 'lamda' \(did you mean 'lam'\?\); known keys: lam, alpha"),
     ({"max_hint_token": 9}, r"did you mean 'max_hint_tokens'"),
     ({"lam": 1.5}, r"algorithm\.sharpo\.lam: must lie in \[0, 1\]"),
     ({"alpha": "x"}, r"algorithm\.sharpo\.alpha"),
-    ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected a positive integer"),
+    ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected >= 8"),
+    ({"max_teacher_prompt_length": "x"}, r"algorithm\.sharpo\.max_teacher_prompt_length: expected a positive"),
     ({"success_threshold": None}, r"algorithm\.sharpo\.success_threshold"),
     ({"hint_template": "no slot"}, r"algorithm\.sharpo\.hint_template"),
 ])
@@ -267,8 +285,9 @@ def test_kl_in_reward_and_multi_turn_are_refused(policy):
                     reason="VERL_AGENT_SRC is not set (a verl-agent source tree; docs/integrations.md)")
 def test_against_verl_agent_checkout():
     """verl-agent's own code: the patch applies, its patched RayPPOTrainer accepts
-    adv_estimator=sharpo and calls mark_rows before adjust_batch / _balance_batch, and
-    sharpo_advantage works on a batch made by its gather_rollout_data, adjust_batch,
+    adv_estimator=sharpo and calls mark_rows before adjust_batch / _balance_batch, the
+    launch script's data step and overrides fit verl-agent's prepare.py and Hydra config,
+    and sharpo_advantage works on a batch made by its gather_rollout_data, adjust_batch,
     _balance_batch, EpisodeRewardManager, apply_invalid_action_penalty and GRPO."""
     repo = Path(__file__).resolve().parents[2]
     src = Path(os.environ["VERL_AGENT_SRC"]).resolve()

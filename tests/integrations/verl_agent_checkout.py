@@ -8,7 +8,10 @@ Everything below is verl-agent's own code except the actor worker group
 2. the unpatched RayPPOTrainer refuses adv_estimator=sharpo, the patched one accepts it,
    and its fit() marks rows before adjust_batch / _balance_batch and calls
    sharpo_advantage in place of compute_advantage;
-3. a step's batch made by TrajectoryCollector.gather_rollout_data, mark_rows,
+3. configs/verl_agent/run_alfworld_sharpo.sh (its python3 calls recorded, not run) runs
+   verl-agent's data step with flags its prepare.py defines, and its overrides compose
+   with verl-agent's own Hydra config into settings sharpo accepts;
+4. a step's batch made by TrajectoryCollector.gather_rollout_data, mark_rows,
    adjust_batch (copies), compute_response_mask, RayPPOTrainer._balance_batch,
    EpisodeRewardManager and apply_invalid_action_penalty gets from sharpo_advantage the
    advantages written from docs/method.md (verl_support.expected_agent_advantages), through
@@ -17,6 +20,7 @@ Prints "verl-agent checkout: OK" at the end.
 """
 import functools
 import importlib.util
+import os
 import inspect
 import shutil
 import subprocess
@@ -51,7 +55,54 @@ def patched_module(src: Path):
     spec = importlib.util.spec_from_file_location("sharpo_patched_ray_trainer", tmp / TARGET)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod
+    return mod, tmp
+
+
+def launch_script_calls(src: Path, patched_root: Path) -> list[list[str]]:
+    """Run configs/verl_agent/run_alfworld_sharpo.sh with a ``python3`` on PATH that runs
+    ``python3 -c`` for real and records every other call's arguments instead (data step,
+    trainer launch). ``patched_root`` holds the patched ray_trainer.py the script checks."""
+    tmp = Path(tempfile.mkdtemp(prefix="sharpo-launch-"))
+    (tmp / "bin").mkdir()
+    (tmp / "calls").mkdir()
+    fake = tmp / "bin" / "python3"
+    fake.write_text(f"""#!/usr/bin/env bash
+if [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi
+n=$(ls {tmp / 'calls'} | wc -l)
+printf '%s\\0' "$@" > {tmp / 'calls'}/$n
+""")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp / 'bin'}:{os.environ['PATH']}",
+               VERL_AGENT_DIR=str(patched_root), HOME=str(tmp))
+    proc = subprocess.run(["bash", str(REPO / "configs" / "verl_agent" / "run_alfworld_sharpo.sh")],
+                          env=env, capture_output=True, text=True)
+    check(proc.returncode == 0, f"launch script failed: {proc.stderr}")
+    calls = [(tmp / "calls" / str(i)).read_text().split("\0")[:-1] for i in range(len(list((tmp / "calls").iterdir())))]
+    check(len(calls) == 2, f"launch script made {len(calls)} python3 calls, expected the data step and the run")
+    return calls
+
+
+def check_launch(src: Path, patched_root: Path) -> None:
+    """The data step is verl-agent's, with flags its prepare.py defines; the run's overrides
+    compose with verl-agent's ppo_trainer.yaml (Hydra, strict keys) into a config that
+    sharpo accepts."""
+    from hydra import compose, initialize_config_dir
+
+    from sharpo_train.integrations.verl import sharpo_settings
+
+    prep, run = launch_script_calls(src, patched_root)
+    check(prep[:2] == ["-m", "examples.data_preprocess.prepare"], f"data step: {prep}")
+    prepare = (src / "examples" / "data_preprocess" / "prepare.py").read_text()
+    for flag in (a for a in prep[2:] if a.startswith("--")):
+        check(f"'{flag}'" in prepare, f"prepare.py has no {flag}")
+    check(run[:2] == ["-m", "verl.trainer.main_ppo"], f"run: {run[:2]}")
+    with initialize_config_dir(config_dir=str(src / "verl" / "trainer" / "config"), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=run[2:])
+    check(cfg.algorithm.adv_estimator == "sharpo", "adv_estimator")
+    check(cfg.actor_rollout_ref.actor.use_invalid_action_penalty is True, "invalid-action penalty off")
+    settings = sharpo_settings(cfg.algorithm, cfg.data.max_prompt_length)
+    check(settings["success_threshold"] == 5.0 and settings["max_teacher_prompt_length"] == 2048 + 512,
+          f"settings: {settings}")
 
 
 def trainer_accepts_sharpo(rt) -> bool:
@@ -150,7 +201,7 @@ def main(src: Path) -> None:
           "verl-agent's GRPO should take traj_index")
 
     # 1-2. the patch
-    rt = patched_module(src)
+    rt, patched_root = patched_module(src)
     check(rt.AdvantageEstimator("sharpo") == "sharpo", "AdvantageEstimator has no 'sharpo'")
     check(not trainer_accepts_sharpo(original), "the unpatched trainer should refuse sharpo")
     check(trainer_accepts_sharpo(rt), "the patched trainer refuses sharpo")
@@ -159,7 +210,10 @@ def main(src: Path) -> None:
                                 "sharpo_advantage(self, batch)", "batch = compute_advantage(")]
     check(all(i >= 0 for i in at) and at == sorted(at), f"fit(): calls missing or out of order: {at}")
 
-    # 3. one step's data path
+    # 3. the launch script
+    check_launch(src, patched_root)
+
+    # 4. one step's data path
     torch.manual_seed(0)
     np.random.seed(0)
     tok = load_tokenizer()

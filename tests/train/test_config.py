@@ -359,3 +359,49 @@ def test_demo_and_compare_settings():
                           (CompareConfig, "methods=sharpo:2", "methods")]:
         with pytest.raises(ConfigError, match=f"^{key}:"):
             load_settings(cls, None, [bad])
+
+
+# ---------------------------------------------------------------------------- Hydra-style +key / ++key
+# (issue 21 item 4): `key=value` sets a key the schema knows (an unknown key fails naming the
+# known ones), `+key=value` adds a key that is not in the config yet (refused when it is
+# there: Hydra's append), `++key=value` adds or sets.
+
+def test_plus_adds_a_key_the_config_lacks_and_refuses_one_it_has():
+    from sharpo_train.config import split_override
+    assert split_override("++a.b=1=2") == ("++", "a.b", "1=2")
+    assert split_override(" +a=") == ("+", "a", "")
+    cfg = load_config(None, ["+env.seed=3", "+env.generate.workers=1"])
+    assert cfg.env["seed"] == 3 and cfg.env["generate"]["workers"] == 1
+    for item, key in [("+env.max_steps=3", "env.max_steps"), ("+total_steps=9", "total_steps"),
+                      ("+model.hidden_size=8", "model.hidden_size"),
+                      ("+env.generate.seed=1", "env.generate.seed")]:
+        with pytest.raises(ConfigError, match=rf"^{key}: \+{key}=\.\.\. adds a key .* "
+                                              rf"set it with {key}=\.\.\. \(or \+\+{key}"):
+            load_config(None, [item])
+
+
+def test_double_plus_adds_or_sets_and_plain_keeps_refusing_unknown_keys():
+    cfg = load_config(None, ["++total_steps=9", "++env.max_steps=3", "++env.seed=5"])
+    assert (cfg.total_steps, cfg.env["max_steps"], cfg.env["seed"]) == (9, 3, 5)
+    for item, key in [("env.foo=1", "env.foo"), ("+env.foo=1", "env.foo"),
+                      ("++env.foo=1", "env.foo"), ("+foo=1", "foo"), ("bogus.x=1", "bogus")]:
+        with pytest.raises(ConfigError, match=rf"^{key}: unknown key .*; known: \["):
+            load_config(None, [item])
+
+
+def test_plus_is_checked_after_env_name_drops_the_old_keys():
+    """`env.name=synthetic` drops alfworld's keys, so +env.max_steps adds, not repeats."""
+    cfg = load_config(None, ["env.name=synthetic", "+env.max_steps=5"])
+    assert cfg.env == {"name": "synthetic", "max_steps": 5}
+
+
+def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
+    from sharpo_train.recipes.settings import PipelinePlan, split_overrides
+    assert split_overrides(["+demo.seed=1", "++sft.lr=0.1", "++env=webshop", "+env.seed=2"]) == \
+        (["+seed=1", "++env=webshop"], ["++lr=0.1"], ["+env.seed=2"])
+    plan = PipelinePlan.from_args("out", ["++demo.train_games=7", "++sft.max_steps=3",
+                                         "++total_steps=5", "++env.name=alfworld"])
+    assert (plan.settings.train_games, plan.sft.max_steps) == (7, 3)
+    assert "++total_steps=5" in plan.train_overrides
+    with pytest.raises(ConfigError, match=r"^demo.train_games: \+demo.train_games=\.\.\. adds"):
+        PipelinePlan.from_args("out", ["+demo.train_games=7"])

@@ -126,7 +126,7 @@ def _fake_run(root: Path) -> Path:
 
 
 def _eval_args(**kw):
-    base = dict(run=None, model=None, games=None, config=None, out=None, force=False,
+    base = dict(run_dir=None, model=None, games=None, config=None, out=None, force=False,
                 overrides=[])
     base.update(kw)
     return Namespace(**base)
@@ -136,20 +136,20 @@ def test_eval_never_overwrites_and_reads_demo_dirs_and_split_folders(tmp_path, c
     from sharpo_train.commands.eval import plan
     demo = tmp_path / "demo-1"
     run = _fake_run(demo / "rl")
-    cfg, weights, out = plan(_eval_args(run=str(demo)))
+    cfg, weights, out = plan(_eval_args(run_dir=str(demo)))
     assert weights == run / "checkpoints" / "step_000002" / "policy"
     assert out.parent == run and out.name.startswith("eval-") and out.name != "eval.json"
     # --out that exists: refused without --force, named
     with pytest.raises(FileExistsError, match="--force"):
-        plan(_eval_args(run=str(run), out=str(run / "eval.json")))
-    assert plan(_eval_args(run=str(run), out=str(run / "eval.json"), force=True))[2] == \
+        plan(_eval_args(run_dir=str(run), out=str(run / "eval.json")))
+    assert plan(_eval_args(run_dir=str(run), out=str(run / "eval.json"), force=True))[2] == \
         str(run / "eval.json")
     assert main(["eval", "--run", str(run), "--out", str(run / "eval.json")]) == 2
     assert "--force" in capsys.readouterr().err
     # a split folder: its release folder and that split
     split = tmp_path / "games" / "json_2.1.1" / "valid_seen"
     split.mkdir(parents=True)
-    cfg, _, _ = plan(_eval_args(run=str(run), games=str(split)))
+    cfg, _, _ = plan(_eval_args(run_dir=str(run), games=str(split)))
     assert cfg.env["games_dir"] == str(split.parent) and cfg.env["eval_split"] == "valid_seen"
     # a missing run: one line naming --run
     assert main(["eval", "--run", str(tmp_path / "nope")]) == 2

@@ -84,19 +84,23 @@ def test_the_lock_itself_refuses_links_hard_links_and_fifos(tmp_path, victim):
 
 
 # ------------------------------------------------------------------ folders and files
-@pytest.mark.parametrize("entry", ["credit", "checkpoints", "tensorboard", "batches",
+@pytest.mark.parametrize("entry", ["credit", "checkpoints", "tensorboard", "batches", ".sharpo-run",
                                    "metrics.jsonl", "checkpoints/step_000001"])
 def test_a_run_entry_that_is_a_link_is_refused_before_anything_is_written(tmp_path, capsys,
                                                                            entry):
     run = tmp_path / "run"
     outside = tmp_path / "outside"
     outside.mkdir()
+    (outside / "file").write_text("")           # empty: not "a run already" either
     (run / entry).parent.mkdir(parents=True, exist_ok=True)
-    (run / entry).symlink_to(outside if "." not in entry else outside / "m.jsonl")
+    if entry != ".sharpo-run":      # a run folder (run_dir.py), so the link is what is refused
+        (run / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
+    (run / entry).symlink_to(outside if "." not in entry else outside / "file")
     before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
     _one_line_exit_2(capsys, TRAIN + [f"run_dir={run}", "log.credit_every=1"],
                      entry, "symbolic link")
-    assert list(outside.iterdir()) == []
+    assert [p.name for p in outside.iterdir()] == ["file"]
+    assert (outside / "file").read_text() == ""
     assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before
 
 

@@ -87,6 +87,8 @@ def test_an_allocation_failure_is_one_line_and_removes_the_new_run_dir(tmp_path,
 def test_a_failed_setup_keeps_a_directory_that_existed(tmp_path, monkeypatch):
     run = tmp_path / "mine"
     run.mkdir()
+    # a run folder (run_dir.py: a non-empty folder must be a sharpo run) with the user's notes
+    (run / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
     (run / "notes.txt").write_text("the user's")
 
     def broken(*a, **k):
@@ -106,3 +108,34 @@ def test_a_real_python_error_is_not_mistaken_for_memory(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="shape mismatch"):
         Trainer(small_config(tmp_path / "run", total_steps=1))
     assert not (tmp_path / "run").exists()
+
+
+HUGE = {"hidden_size": 65536, "num_layers": 1024, "intermediate_size": 262144}
+
+
+def test_the_python_api_refuses_a_huge_tiny_model_before_allocating(tmp_path):
+    run = tmp_path / "new" / "run"
+    with pytest.raises(UsageError, match="GiB"):
+        Trainer(small_config(run, total_steps=1, **{f"model__{k}": v for k, v in HUGE.items()}))
+    assert not (tmp_path / "new").exists()
+    from sharpo_train.model import build_policy
+    with pytest.raises(UsageError, match="its weights"):           # weights alone do not fit
+        build_policy(HUGE)
+
+
+def test_sft_refuses_a_huge_tiny_model_and_a_pickle_only_model(tmp_path, capsys):
+    demos = tmp_path / "d.jsonl"
+    demos.write_text('{"messages": [{"role": "user", "content": "hi"}, '
+                     '{"role": "assistant", "content": "yo"}]}\n')
+    out = tmp_path / "sft"
+    rc = main(["sft", "--demos", str(demos), "--out", str(out),
+               *(f"model.{k}={v}" for k, v in HUGE.items())])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "GiB" in err and not out.exists(), err
+    binonly = tmp_path / "binonly"
+    binonly.mkdir()
+    (binonly / "config.json").write_text('{"model_type": "qwen2"}')
+    (binonly / "pytorch_model.bin").write_bytes(b"not loaded")
+    rc = main(["sft", "--demos", str(demos), "--out", str(out), f"model.path={binonly}"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "pytorch_model.bin" in err and not out.exists(), err

@@ -165,6 +165,8 @@ def test_kl_to_the_frozen_reference_and_several_optimizer_steps(tmp_path):
 
 
 def test_resume_without_a_checkpoint_starts_over(tmp_path):
+    # a run stopped before its first checkpoint: its marker (run_dir.py) and a metrics line
+    (tmp_path / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "kind": "train"}\n')
     run = train(small_config(tmp_path, total_steps=1, resume=True, method="grpo",
                              rollout__max_turns=1, rollout__max_new_tokens=8))

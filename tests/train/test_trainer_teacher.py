@@ -256,3 +256,84 @@ def _common_prefix(seqs):
     while k < n and all(s[k] == first[k] for s in seqs):
         k += 1
     return first[:k]
+
+
+def test_a_row_whose_hint_does_not_fit_keeps_the_trajectorys_equal_total():
+    """docs/method.md §4 property 5 over a trajectory one of whose rows has no room for its
+    hint: that row is a neutral teacher row (teacher = student), so with every gap 0 the
+    segment tokens of the trajectory carry A_i times their number. Left without a teacher
+    (the former rule) its segments count in mbar but keep a factor of 1: the total moves."""
+    import torch
+    from sharpo_kernels import segment_advantage
+    from sharpo_train.batch import StepBatch
+    from sharpo_train.segments import find_spans
+    from sharpo_train.teacher import scatter_teacher_logp
+    tok = build_tokenizer()
+    eps = episodes([[True, False]])
+    users = ["Your task is to: go.", "Your task is to: go. " + "far away " * 40]
+    for ep in eps:
+        for t, user in enumerate(users):
+            resp = tok(f"<think>{'hm ' * (2 + 6 * t)}</think><action>go {t}</action>",
+                       add_special_tokens=False)["input_ids"]
+            ep.turns.append(Turn(user, chat_prompt_ids(tok, user), resp, "", f"go {t}",
+                                 spans=find_spans(tok, resp)))
+    batch = StepBatch.from_episodes(eps)
+    assert [s.kind for s in eps[1].turns[1].spans] == ["think", "action"]
+    hint = "A successful attempt at this task:\n1. go 0\n2. go 1"
+    hints, adv = [None, hint], torch.tensor([1.0, -1.0])
+    fits, _ = teacher_prompt(tok, users[0], hint, 10_000)
+    out = teacher_rows(tok, batch, hints, adv, max_prompt_tokens=len(fits))
+    assert out.rows == [2] and out.neutral == [3]          # episode 1: turn 1 has no room
+
+    old = -torch.rand(len(batch), batch.width, dtype=torch.float32)
+    teacher, has = scatter_teacher_logp(old, out.rows, [old[2, :out.num_scored[0]]], out.neutral)
+    assert has.tolist() == [False, False, True, True] and torch.equal(teacher, old)
+    base = adv[batch.traj_index]
+    in_seg = (batch.segment_ids >= 0) & batch.response_mask.bool()
+    mine = batch.traj_index == 1
+
+    def total(has_teacher):
+        res = segment_advantage(teacher, old, batch.segment_ids, base, has_teacher=has_teacher,
+                                lam=0.5, rho_min=1e-3, rho_max=1e3,
+                                response_mask=batch.response_mask, traj_index=batch.traj_index,
+                                backend="torch")
+        coef = res.advantages / base[:, None]
+        return float(coef[mine][in_seg[mine]].sum()), int(in_seg[mine].sum())
+
+    got, count = total(has)
+    assert got == pytest.approx(count, rel=1e-5)
+    former = has.clone()
+    former[3] = False                                      # the row without a teacher
+    got_former, _ = total(former)
+    assert abs(got_former - count) > 0.5
+
+
+def test_to_turn_scope_gives_each_row_the_peer_up_to_its_turn():
+    """teacher.hint_scope=to_turn: row (e, t) is taught with the peer's first t + 1 turns."""
+    import torch
+    from sharpo_train.batch import StepBatch
+    from sharpo_train.envs.corridor import prompts as corridor_prompts
+    from sharpo_train.teacher import render_peer_hint, turn_hints
+    tok = build_tokenizer()
+    eps = episodes([[True, False]])
+    for ep in eps:
+        for t in range(3):
+            user = f"Your task is to: go. Turn {t + 1}."
+            resp = tok(f"<action>{['left', 'right'][(t + ep.index) % 2]}</action>",
+                       add_special_tokens=False)["input_ids"]
+            ep.turns.append(Turn(user, chat_prompt_ids(tok, user), resp, "",
+                                 ["left", "right"][(t + ep.index) % 2], f"Turn {t + 2} of 3."))
+    batch = StepBatch.from_episodes(eps)
+    teacher_of = [None, 0]
+    hint = turn_hints(corridor_prompts, eps, teacher_of)
+    assert hint(0, 1) is None
+    assert hint(1, 1) == render_peer_hint(corridor_prompts, eps[0], upto=2)
+    assert hint(1, 1).splitlines()[1:] == ["turn 1: left", "turn 2: right"]
+    full = [None, render_peer_hint(corridor_prompts, eps[0])]
+    out = teacher_rows(tok, batch, full, torch.tensor([1.0, -1.0]), max_prompt_tokens=10_000,
+                       placement="after_observation", row_hint=hint)
+    assert out.rows == [3, 4, 5]
+    for k, b in enumerate(out.rows):
+        want, _ = teacher_prompt(tok, eps[1].turns[k].user_text, hint(1, k), 10_000,
+                                 "after_observation")
+        assert out.sequences[k] == want + batch.response_ids[b]

@@ -47,7 +47,7 @@ TINY = ["env=webshop", "demo.train_games=3", "demo.eval_games=3", "sft.max_steps
 # ------------------------------------------------------------------ settings (no data needed)
 
 def test_hook_table_covers_every_recipe_environment():
-    assert recipe_envs() == ["alfworld", "webshop"]
+    assert recipe_envs() == ["alfworld", "corridor", "webshop"]
     assert all(isinstance(phases.env_recipe(name), RecipeSpec) for name in recipe_envs())
 
 

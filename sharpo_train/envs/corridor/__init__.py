@@ -1,0 +1,59 @@
+"""The corridor (env.name "corridor"): a long-horizon text environment built so that
+credit assignment is the bottleneck (docs/corridor.md). Ten turns, three of them decisive
+(a lamp whose colour fixes the safe door), the others accept any door; a wrong door at a
+lamp does not end the episode; reward 1 only when every lamp's door was right.
+
+Entry point for the trainer::
+
+    suite = make_suite({"name": "corridor"})      # 500 train tasks, 200 held-out tasks
+    pool = suite.make_pool(1)                      # in-process, instant
+    first = pool.reset(suite.train_tasks[:4])
+    results = pool.step({0: "left", 1: None})
+
+env_config keys (all optional; ``KNOWN_KEYS``): num_turns (10), num_decisive (3),
+num_actions (2), clues_per_action (2), num_train (500), num_eval (200), seed (0: the lamp
+code and the train draw; held-out tasks from seed + 1, never a train layout).
+
+Submodules: engine (CorridorEnv, tasks, ``decisive_labels``), prompts, agents (expert,
+random, play), demos.
+"""
+from __future__ import annotations
+
+from ..base import EnvSuite, SerialEnvPool
+from ..env_config import check_env_config
+from . import prompts
+from .engine import FAMILY, CorridorEnv, CorridorSettings, decisive_labels, make_tasks
+from .prompts import parse_action, render_hint, render_turn_prompt
+
+# env.<key> -> (type, lo, hi) (config.check_env reads it through the EnvSpec, spec.py);
+# CorridorSettings.check applies the same ranges and the cross-key ones
+SETTINGS = {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
+            "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
+            "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
+            "seed": (int, 0, None)}
+KNOWN_KEYS = set(SETTINGS)
+FAMILIES = [FAMILY]
+
+
+def settings_of(env_config: dict) -> CorridorSettings:
+    """The CorridorSettings of an env config (unknown keys and bad values: ValueError)."""
+    check_env_config(env_config, KNOWN_KEYS, "corridor")
+    return CorridorSettings(**{k: v for k, v in env_config.items() if k != "name"}).check()
+
+
+def make_suite(env_config: dict) -> EnvSuite:
+    train, evals = make_tasks(settings_of(env_config))
+    return EnvSuite(train, evals, lambda n=None: SerialEnvPool(CorridorEnv), list(FAMILIES))
+
+
+def label_episodes(episodes) -> list[list]:
+    """[N][turns] exact credit labels of rollout Episodes (rollout.py): True/False at a
+    lamp turn (right/wrong door), None elsewhere and for an episode ended by a fault
+    (credit_quality.py, docs/credit_quality.md)."""
+    return [[None] * len(ep.turns) if ep.error is not None else
+            decisive_labels(ep.task, [t.action for t in ep.turns]) for ep in episodes]
+
+
+__all__ = ["make_suite", "settings_of", "label_episodes", "render_turn_prompt",
+           "parse_action", "render_hint", "prompts", "CorridorEnv", "CorridorSettings",
+           "KNOWN_KEYS", "SETTINGS", "FAMILIES"]

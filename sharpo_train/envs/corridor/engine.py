@@ -1,0 +1,182 @@
+"""The corridor: a text environment where credit assignment is the bottleneck.
+
+An episode walks ``num_turns`` turns (default 10). At every turn the agent picks one of
+``num_actions`` doors (default 2: ``left``, ``right``). On ``num_decisive`` turns (default
+3, at positions drawn per task) a coloured lamp glows: its colour determines the safe door
+(a fixed colour -> door code, ``clues_per_action`` colours per door, drawn from the
+environment seed and the same for every task; the lamps of one task have distinct colours
+while there are enough colours). The other turns have no lamp and accept
+any door. A wrong door at a lamp does not end the episode and nothing says it was wrong;
+the reward comes at the end: 1 when every lamp's door was taken, else 0. So a failed
+episode holds right and wrong moves, and only the final reward tells them apart: the case
+per-segment credit is for. A random agent wins ``num_actions ** -num_decisive`` of its
+episodes (1/8 at the defaults).
+
+Every observation carries the turn index ("Turn 3 of 10."), so that a successful peer's
+trajectory, shown as a hint (prompts.render_hint: one line per turn), lines up with the
+student's turns.
+
+A task is self-contained in ``Task.source`` (JSON: turns, actions, {turn: [colour,
+door]}), so saved rollouts can be labelled without the settings (``decisive_labels``).
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Optional
+
+from ..base import Env, Observation, StepResult, Task
+
+ACTION_NAMES = ("left", "right", "ahead", "up", "down", "back")
+COLOURS = ("red", "blue", "green", "yellow", "white", "black", "orange", "purple", "pink",
+           "grey", "brown", "gold")
+FAMILY = "corridor"
+TASK_TEXT = ("Your task is to: reach the exit of the corridor. Where a lamp glows, its "
+             "colour shows the safe door.")
+
+
+@dataclass(frozen=True)
+class CorridorSettings:
+    """The env.* settings of the corridor (docs/corridor.md); ``check`` raises a
+    ValueError naming the key."""
+
+    num_turns: int = 10
+    num_decisive: int = 3
+    num_actions: int = 2
+    clues_per_action: int = 2
+    num_train: int = 500
+    num_eval: int = 200
+    seed: int = 0
+
+    def check(self) -> "CorridorSettings":
+        def need(ok, key, what):
+            if not ok:
+                raise ValueError(f"env.{key}: expected {what}, got {getattr(self, key)!r}")
+        for key in ("num_turns", "num_decisive", "num_actions", "clues_per_action",
+                    "num_train", "num_eval", "seed"):
+            v = getattr(self, key)
+            need(isinstance(v, int) and not isinstance(v, bool), key, "an int")
+        need(1 <= self.num_turns <= 100, "num_turns", "an int in [1, 100]")
+        need(1 <= self.num_decisive <= self.num_turns, "num_decisive",
+             f"an int in [1, num_turns={self.num_turns}]")
+        need(2 <= self.num_actions <= len(ACTION_NAMES), "num_actions",
+             f"an int in [2, {len(ACTION_NAMES)}]")
+        need(1 <= self.clues_per_action and self.clues_per_action * self.num_actions
+             <= len(COLOURS), "clues_per_action",
+             f"an int >= 1 with clues_per_action * num_actions <= {len(COLOURS)}")
+        need(self.num_train >= 1, "num_train", "an int >= 1")
+        need(self.num_eval >= 0, "num_eval", "an int >= 0")
+        need(self.seed >= 0, "seed", "an int >= 0")
+        return self
+
+    @property
+    def actions(self) -> list[str]:
+        return list(ACTION_NAMES[:self.num_actions])
+
+    def code(self) -> dict[str, str]:
+        """{colour: door}: the lamp code, fixed by ``seed`` (train and eval share it)."""
+        colours = list(COLOURS)
+        random.Random(f"corridor-code-{self.seed}").shuffle(colours)
+        k = self.clues_per_action
+        return {c: a for i, a in enumerate(self.actions) for c in colours[i * k:(i + 1) * k]}
+
+
+def task_spec(task: Task) -> dict:
+    """{"turns": n, "actions": [...], "decisive": {turn (1-based, str): [colour, door]}}."""
+    try:
+        spec = json.loads(task.source)
+        spec["turns"], spec["actions"], spec["decisive"]      # noqa: B018 (presence check)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"task {task.id!r}: not a corridor task (source {task.source!r})") \
+            from exc
+    return spec
+
+
+def make_tasks(s: CorridorSettings) -> tuple[list[Task], list[Task]]:
+    """(train, eval) tasks: decisive positions and lamp colours drawn per task (train from
+    ``seed``, eval from ``seed + 1``); an eval task never repeats a train task's layout."""
+    code = s.code()
+    colours = sorted(code)
+
+    def draw(rng: random.Random) -> str:
+        turns = sorted(rng.sample(range(1, s.num_turns + 1), s.num_decisive))
+        # distinct colours within a task while there are enough (a hint's lamp line is then
+        # found by its colour alone); else drawn with repeats
+        drawn = (rng.sample(colours, len(turns)) if len(turns) <= len(colours)
+                 else [rng.choice(colours) for _ in turns])
+        decisive = {str(t): [c, code[c]] for t, c in zip(turns, drawn)}
+        return json.dumps({"turns": s.num_turns, "actions": s.actions, "decisive": decisive},
+                          sort_keys=True)
+
+    rng = random.Random(s.seed)
+    train = [Task(f"train-{i}", FAMILY, draw(rng)) for i in range(s.num_train)]
+    seen = {t.source for t in train}
+    rng, evals, tries = random.Random(s.seed + 1), [], 0
+    while len(evals) < s.num_eval:
+        src = draw(rng)
+        tries += 1
+        if src in seen and tries < 100 * (s.num_eval + 1):
+            continue            # a layout trained on is no held-out task (tiny settings: kept)
+        evals.append(Task(f"eval-{len(evals)}", FAMILY, src))
+    return train, evals
+
+
+def decisive_labels(task: Task, actions: list[Optional[str]]) -> list[Optional[bool]]:
+    """[T] per action of an episode of ``task``: True (a lamp turn, the right door), False
+    (a lamp turn, another door or an invalid action), None (a turn without a lamp)."""
+    spec = task_spec(task)
+    out = []
+    for t, a in enumerate(actions, start=1):
+        d = spec["decisive"].get(str(t))
+        out.append(None if d is None else a == d[1])
+    return out
+
+
+def turn_text(turn: int, n: int, lamp: Optional[str]) -> str:
+    where = f"Turn {turn} of {n}."
+    return f"{where} A {lamp} lamp glows above the doors." if lamp else f"{where} No lamp here."
+
+
+class CorridorEnv(Env):
+    """One corridor episode at a time (docs/corridor.md)."""
+
+    def __init__(self):
+        self.spec: dict = {}
+        self.turn = 0
+        self.right = 0
+
+    def _obs(self, text: str) -> Observation:
+        return Observation(text, TASK_TEXT, list(self.spec["actions"]))
+
+    def _lamp(self) -> Optional[str]:
+        d = self.spec["decisive"].get(str(self.turn))
+        return d[0] if d else None
+
+    def reset(self, task: Task) -> Observation:
+        self.spec = task_spec(task)
+        self.turn, self.right = 1, 0
+        return self._obs("You enter a corridor of doors. "
+                         + turn_text(1, self.spec["turns"], self._lamp()))
+
+    def step(self, action: Optional[str]) -> StepResult:
+        if not self.spec or self.turn > self.spec["turns"]:
+            raise RuntimeError("step: the episode is over (or was never reset)")
+        n, doors = self.spec["turns"], self.spec["actions"]
+        d = self.spec["decisive"].get(str(self.turn))
+        if action in doors:
+            feedback = f"You went {action}" + (f" under the {d[0]} lamp." if d else ".")
+        else:
+            shown = "no action" if action is None else repr(action)
+            feedback = (f"Invalid action {shown}: the doors are {', '.join(doors)}. "
+                        f"You stumble on.")
+        if d is not None and action == d[1]:
+            self.right += 1
+        self.turn += 1
+        if self.turn <= n:
+            return StepResult(self._obs(f"{feedback} {turn_text(self.turn, n, self._lamp())}"),
+                              0.0, False, {"won": False})
+        won = self.right == len(self.spec["decisive"])
+        end = "The exit opens." if won else "The exit stays locked."
+        return StepResult(self._obs(f"{feedback} {end}"), 1.0 if won else 0.0, True,
+                          {"won": won, "decisive_right": self.right})

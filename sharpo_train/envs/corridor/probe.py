@@ -1,0 +1,119 @@
+"""The corridor's teacher probe (`sharpo probe-teacher --env corridor`; docs/corridor.md):
+does the teacher read the door off its hint? Exact, since the environment knows the right
+door at every lamp. The gap is the one of sharpo_train/probe.py (mean over the action
+span of teacher - student log-prob, docs/method.md §3)."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import torch
+
+from ...probe import _action_gap, _mean, auc
+
+@dataclass
+class CorridorProbe:
+    """Teacher-student gaps on the corridor's action tokens (``probe_corridor``), in nats
+    per token (mean over the action span; ``*_sum``: summed over it, i.e. the whole
+    action's log-probability ratio): at lamp turns for the door the hint supports
+    (the peer's, the right one) and for a door it contradicts; at turns without a lamp
+    for the hint's door and another (the hint is a peer's arbitrary door there)."""
+    supported: list = field(default_factory=list)        # lamp turns, the hint's door
+    contradicted: list = field(default_factory=list)     # lamp turns, another door
+    plain_agree: list = field(default_factory=list)      # no lamp, the hint's door
+    plain_disagree: list = field(default_factory=list)   # no lamp, another door
+    supported_sum: list = field(default_factory=list)    # the same gaps summed over the
+    contradicted_sum: list = field(default_factory=list)  # action span (not averaged)
+    student_right: list = field(default_factory=list)    # lamp turns: p_student(right door)
+    teacher_right: list = field(default_factory=list)    # lamp turns: p_teacher(right door)
+    tasks: int = 0
+
+    def summary(self) -> dict:
+        sup, con = _mean(self.supported), _mean(self.contradicted)
+        agree, dis = _mean(self.plain_agree), _mean(self.plain_disagree)
+        sup_s, con_s = _mean(self.supported_sum), _mean(self.contradicted_sum)
+        return {"tasks": self.tasks, "lamp_turns": len(self.supported),
+                "gap_supported": sup, "gap_contradicted": con,
+                "separation": None if sup is None or con is None else sup - con,
+                "gap_sum_supported": sup_s, "gap_sum_contradicted": con_s,
+                "separation_sum": None if sup_s is None or con_s is None else sup_s - con_s,
+                "gap_plain_agree": agree, "gap_plain_disagree": dis,
+                "plain_separation": None if agree is None or dis is None else agree - dis,
+                "auc": auc(self.supported, self.contradicted),
+                "student_p_right": _mean(self.student_right),
+                "teacher_p_right": _mean(self.teacher_right)}
+
+
+def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: int = 0,
+                   placement: str = "after_observation", max_prompt_tokens: int = 4096,
+                   temperature: float = 1.0, scope: str = "trajectory") -> CorridorProbe:
+    """For each task: a student episode (random doors) and a successful peer (the expert:
+    the right door at every lamp, random doors elsewhere) whose trajectory is the hint
+    (corridor prompts.render_hint, placed as the trainer places it: teacher.teacher_prompt).
+    At every turn of the student episode, the reply ``<think>..</think><action>door</action>``
+    is scored for every door with and without the hint, exactly as the trainer scores
+    teacher and student (scoring.tree_logprobs at ``temperature``); gap = mean over the
+    action-span tokens of teacher - student log-prob (docs/method.md §3). ``scope``: the
+    hint as teacher.hint_scope makes it (to_turn: the peer's turns up to this one)."""
+    import math
+
+    from ...rollout import chat_prompt_ids
+    from ...scoring import tree_logprobs
+    from ...teacher import teacher_prompt
+    from .agents import play_episode
+    from .engine import TASK_TEXT, task_spec
+    from .prompts import format_response, render_hint, render_turn_prompt, turn_think
+
+    rng = random.Random(seed)
+    out = CorridorProbe()
+    model.eval()
+    for task in tasks:
+        spec = task_spec(task)
+        student = play_episode(task, "random", rng)
+        peer = play_episode(task, "expert", rng)
+        steps = [(t.action, t.observation_after) for t in peer.turns]
+        seqs, counts, jobs, history = [], [], [], []
+        for k, t in enumerate(student.turns):
+            hint = render_hint(steps[:k + 1] if scope == "to_turn" else steps)
+            prompt = render_turn_prompt(TASK_TEXT, history, t.observation, t.admissible,
+                                        history_length)
+            history.append((t.observation, t.action))
+            s_ids = chat_prompt_ids(tokenizer, prompt)
+            t_ids, _ = teacher_prompt(tokenizer, prompt, hint, max_prompt_tokens, placement)
+            if t_ids is None:
+                continue
+            for door in t.admissible:
+                resp = tokenizer(format_response(turn_think(t.observation), door),
+                                 add_special_tokens=False)["input_ids"]
+                jobs.append((k + 1, door, resp))
+                seqs += [t_ids + resp, s_ids + resp]
+                counts += [len(resp), len(resp)]
+        if not seqs:
+            continue
+        out.tasks += 1
+        with torch.no_grad():
+            logps = tree_logprobs(model, seqs, counts, temperature=temperature)
+        for j, (turn, door, resp) in enumerate(jobs):
+            lt, ls = logps[2 * j].cpu(), logps[2 * j + 1].cpu()
+            g = _action_gap(tokenizer, lt, ls, resp)
+            if g is None:
+                continue
+            lamp = spec["decisive"].get(str(turn))
+            hint_door = peer.turns[turn - 1].action
+            if lamp is not None:
+                (out.supported if door == hint_door else out.contradicted).append(g)
+                span = _action_span(tokenizer, resp)
+                (out.supported_sum if door == hint_door else out.contradicted_sum).append(
+                    g * (span[1] - span[0]))
+                if door == lamp[1]:
+                    out.teacher_right.append(math.exp(float(lt[span[0]:span[1]].sum())))
+                    out.student_right.append(math.exp(float(ls[span[0]:span[1]].sum())))
+            else:
+                (out.plain_agree if door == hint_door else out.plain_disagree).append(g)
+    return out
+
+
+def _action_span(tokenizer, response_ids: list[int]) -> tuple[int, int]:
+    from ...segments import find_spans
+    s = [s for s in find_spans(tokenizer, response_ids) if s.kind == "action"][-1]
+    return s.start, s.end

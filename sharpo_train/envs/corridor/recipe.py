@@ -1,0 +1,100 @@
+"""What `sharpo demo` / `sharpo compare` need from the corridor (demo.env=corridor or
+env=corridor; sharpo_train/recipes/phases.py): the tasks phase, the warm start's
+demonstrations, the trainer's env.* keys and the held-out tasks. ``cfg`` is an RL run's
+trainer config (its env.* hold the corridor settings), ``s`` the DemoConfig.
+
+The warm start is a *half-competent* one: the demonstrations are one expert and one
+random-agent episode of every training task (demos.py, agent "mixed"), each with a peer's
+hint that agrees at every lamp, so that the SFT run learns the reply format, to take the
+lamp's door about 3/4 of the time, and (``sft.hint_fraction``: a hinted copy of every lamp
+turn) to read the door off a hint. RL has to make the lamp moves reliable from the reward
+alone, and how fast it does depends on where the credit goes (docs/corridor.md). (A
+format-only warm start, random demonstrations only, was tried first: its policy's door did
+not depend on the lamp, and GRPO at lr 5e-4 drove it to a constant door, which wins no
+task since the lamps of a task have distinct colours; benchmarks/RESULTS.md, "Corridor".)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+DEMO_AGENT = "mixed"
+
+
+def env_keys(path: Path, s) -> list[str]:
+    """The trainer's env.* keys: demo.train_games training tasks, demo.eval_games held-out
+    tasks, the lamp code and the task draw from demo.seed."""
+    return ["env.name=corridor", f"env.num_train={s.train_games}",
+            f"env.num_eval={s.eval_games}", f"env.seed={s.seed}"]
+
+
+def prepare(path: Path, s, cfg) -> dict:
+    """RUN/tasks.json: the settings, the lamp code and the task counts (the tasks are drawn
+    from the settings; nothing else is stored)."""
+    from ...io import atomic_write_json
+    from . import make_suite, settings_of
+    settings = settings_of(dict(cfg.env))
+    suite = make_suite(dict(cfg.env))
+    record = {"settings": asdict(settings), "code": settings.code(),
+              "train": len(suite.train_tasks), "eval": len(suite.eval_tasks)}
+    atomic_write_json(path, record)
+    return {"train": record["train"], "eval": record["eval"], "code": record["code"]}
+
+
+def demos(path: Path, demos_path: Path, s, cfg) -> dict:
+    """One expert and one random-agent episode of every training task, each with its peer
+    hint (demos.write_demos, agent ``DEMO_AGENT``)."""
+    from . import make_suite
+    from .demos import write_demos
+    tmp = demos_path.with_suffix(".jsonl.tmp")
+    stats = write_demos(str(tmp), make_suite(dict(cfg.env)).train_tasks, agent=DEMO_AGENT,
+                        seed=s.seed, history_length=cfg.rollout.history_length)
+    tmp.replace(demos_path)
+    return {**asdict(stats), "agent": DEMO_AGENT}
+
+
+def heldout(path: Path, s, cfg) -> list:
+    from . import make_suite
+    return make_suite(dict(cfg.env)).eval_tasks
+
+
+# `sharpo demo|compare env=corridor` defaults (recipes/settings.py ENV_DEFAULTS), sized so
+# that a 5-seed compare of 5 methods fits about an hour on a 2-core CPU (docs/corridor.md).
+DEFAULTS = {
+    "demo": ["train_games=500", "eval_games=48"],
+    "sft": ["max_steps=350", "batch_size=16", "lr=3e-3", "hint_fraction=1.0",
+            "hint_placement=after_observation", "hint_scope=to_turn", "prompt_loss_weight=0",
+            "max_length=1024", "model.hidden_size=64", "model.num_layers=2",
+            "model.intermediate_size=256"],
+    "train": ["total_steps=20", "rollout.tasks_per_step=3", "rollout.group_size=8",
+              "rollout.max_turns=100", "rollout.max_new_tokens=24",
+              "rollout.history_length=0", "optim.lr=5e-4", "optim.shared_prefix_update=true",
+              "optim.micro_batch_size=64",
+              "teacher.hint_placement=after_observation", "teacher.hint_scope=to_turn",
+              "eval.every=0", "eval.num_tasks={eval_games}", "eval.temperature=1.0",
+              "eval.before_train=false", "eval.train_tasks=0", "checkpoint.every=0",
+              "log.credit_every=0", "log.credit_quality=true", "log.progress=false"],
+    "quick_sft": ["max_steps=12", "batch_size=8"],
+    "quick_train": ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=4",
+                    "eval.num_tasks=4"],
+}
+
+
+def _recipe():
+    from ..spec import RecipeSpec
+    return RecipeSpec(
+        tasks_phase="tasks", tasks_path="tasks.json",
+        prepare=lambda path, s, cfg: prepare(path, s, cfg),
+        demos=lambda path, out, s, cfg: demos(path, out, s, cfg),
+        env_keys=lambda path, s: env_keys(path, s),
+        heldout=lambda path, s, cfg: heldout(path, s, cfg),
+        eval_dir=lambda path: None,
+        heldout_title=lambda s, n: (f"Held-out corridor tasks ({n} tasks, drawn from seed "
+                                    f"{s.seed + 1}, none with a training task's layout)"),
+        warm_data=lambda s: (f"the {s.train_games} training tasks, one of each per task, and "
+                             f"a hinted copy of every lamp turn (docs/corridor.md)"),
+        eval_decoding="sampled at temperature 1 (eval.temperature)", task_word="task",
+        demo_word="expert and random-agent", defaults=DEFAULTS)
+
+
+RECIPE = _recipe()

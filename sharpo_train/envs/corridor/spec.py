@@ -1,0 +1,11 @@
+"""The corridor's EnvSpec (envs/spec.py; listed in envs/registry.py as "corridor")."""
+from __future__ import annotations
+
+from ..spec import EnvSpec
+from . import FAMILIES, SETTINGS, make_suite, prompts
+
+SPEC = EnvSpec(
+    name="corridor", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
+    families=FAMILIES, label="Corridor", family_word="task family",
+    plan_labels="sharpo_train.envs.corridor.labels:DecisiveLabeller",
+    recipe="sharpo_train.envs.corridor.recipe:RECIPE")
