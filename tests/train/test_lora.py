@@ -174,7 +174,8 @@ def test_vllm_sync_sends_merged_weights_under_the_base_names():
 
 def test_cli_lora_run_then_eval_run(tmp_path):
     """`sharpo train model.lora.rank=4` on the tiny model built in code: its base is saved
-    once to RUN/lora_base; `sharpo eval --run` evaluates base + adapter, merged."""
+    once to RUN/lora_base; `sharpo eval --run` (and `--model` on the checkpoint's policy/)
+    evaluates base + adapter, merged."""
     run = tmp_path / "run"
     assert cli_main(["train", "--config", SMOKE, f"run_dir={run}", "total_steps=1",
                      "method=grpo", "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
@@ -185,6 +186,10 @@ def test_cli_lora_run_then_eval_run(tmp_path):
     assert cli_main(["eval", "--run", str(run), "rollout.max_new_tokens=8"]) == 0
     (written,) = run.glob("eval-*.json")
     assert json.loads(written.read_text())["episodes"] == 2
+    out = tmp_path / "by_model.json"                      # --model on the adapter directory too
+    assert cli_main(["eval", "--model", str(policy), "--config", SMOKE, "--out", str(out),
+                     "rollout.max_new_tokens=8"]) == 0
+    assert json.loads(out.read_text())["episodes"] == json.loads(written.read_text())["episodes"]
 
 
 @pytest.mark.parametrize("override, key", [
