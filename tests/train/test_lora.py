@@ -59,6 +59,9 @@ def test_only_adapters_train_and_resume_repeats_the_straight_run(tmp_path, warm_
     a, b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
     assert [r["step"] for r in a] == [1, 2] and strip(a) == strip(b)
     assert any(abs(r["grad_norm"]) > 0 for r in a)
+    # the teacher pass ran with the adapters active: teachers scored, segment weights made
+    scored = [r for r in a if r["sharpo/teacher_rows"] > 0]
+    assert scored and all(0.5 <= r["sharpo/weight_min"] <= r["sharpo/weight_max"] <= 1.5 for r in scored), a
 
     ckpt = straight / "checkpoints" / "step_000002"
     policy = ckpt / "policy"
