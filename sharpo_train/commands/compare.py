@@ -28,9 +28,11 @@ def register(subparsers) -> None:
     add_run_dir(p, "--out", help="the comparison's directory (default runs/compare-<time>)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated RL seeds (default 0,1,2)")
     p.add_argument("--methods", default="grpo,sharpo:0.2,sharpo:0.05",
-                   help="comma-separated registered methods (grpo, sharpo, gigpo, rlsd, serl, "
-                        "opsd, sdar, empg); NAME:<value> sets the method's main parameter, e.g. "
-                        "sharpo:0.05 (lambda), rlsd:0.5 (docs/estimators.md) "
+                   help="comma-separated registered methods (grpo, sharpo, sharpo_rho, gigpo, "
+                        "rlsd, serl, opsd, sdar, empg); NAME:<value> sets the method's main "
+                        "parameter, e.g. sharpo:0.05 (lambda), rlsd:0.5 (docs/estimators.md); "
+                        "@key=value gives one arm its own estimator.*/optim.*/teacher.*/loss.* "
+                        "setting, e.g. grpo@optim.lr=1e-3 "
                         "(default grpo,sharpo:0.2,sharpo:0.05)")
     p.add_argument("--quick", action="store_true", help="CI size: a few games and steps")
     add_print_config(p)
