@@ -16,7 +16,7 @@ from pathlib import Path
 from .errors import UsageError
 
 # folders of RUN/ that sharpo writes into (train, eval, explain)
-RUN_SUBDIRS = ("checkpoints", "credit", "batches", "tensorboard", "report")
+RUN_SUBDIRS = ("checkpoints", "credit", "batches", "tensorboard", "report", "lora_base")
 # files of RUN/ that sharpo writes (".sharpo-run": run_dir.RUN_MARKER)
 RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.json", ".lock", ".sharpo-run")
 _CHECKPOINT_ENTRY = re.compile(r"(\.tmp_)?step_\d+|latest")

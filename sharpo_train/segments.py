@@ -19,12 +19,10 @@ trailing end-of-turn token (``<|im_end|>``) is generated and trained but in no s
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-_THINK = re.compile(rb"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_ACTION = re.compile(rb"<action>.*?</action>", re.DOTALL | re.IGNORECASE)
+from .tags import tag_spans
 
 
 @dataclass(frozen=True)
@@ -89,13 +87,14 @@ def find_spans(tokenizer, ids: list[int]) -> list[Span]:
         starts.append(pos)
         pos += len(p)
     byte_spans: list[tuple[str, int, int]] = []
-    think = _THINK.search(text)
+    think = tag_spans(text, "think", limit=1)                 # linear scans (tags.py)
+    t0, t1 = (think[0][0], think[0][3]) if think else (0, 0)
+    actions = [(a, b) for a, _, _, b in tag_spans(text, "action")
+               if not (think and a < t1 and b > t0)]
     if think:
-        byte_spans.append(("think", think.start(), think.end()))
-    actions = [m for m in _ACTION.finditer(text)
-               if not (think and m.start() < think.end() and m.end() > think.start())]
+        byte_spans.append(("think", t0, t1))
     if actions:
-        byte_spans.append(("action", actions[-1].start(), actions[-1].end()))
+        byte_spans.append(("action", actions[-1][0], actions[-1][1]))
     byte_spans.sort(key=lambda s: s[1])
 
     spans: list[Span] = []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import ConfigError
+
 
 def check_env_config(env_config, known: set, env_name: str) -> dict:
     """env_config must be a dict whose keys are all in ``known``; returns it."""
@@ -11,7 +13,7 @@ def check_env_config(env_config, known: set, env_name: str) -> dict:
         raise TypeError(f"env_config: expected a dict, got {type(env_config).__name__}")
     unknown = set(env_config) - known
     if unknown:
-        raise ValueError(f"env: unknown key(s) {sorted(unknown)} for {env_name}; known: "
+        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for {env_name}; known: "
                          f"{sorted(known)}")
     return env_config
 
@@ -22,5 +24,5 @@ def opt_int(cfg: dict, key: str, minimum: int = 0) -> Optional[int]:
     if v is None:
         return None
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"env.{key}: expected an int >= {minimum}, got {v!r}")
+        raise ConfigError(f"env.{key}: expected an int >= {minimum}, got {v!r}")
     return v

@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 
 import sys
 
+from ..errors import ConfigError
 from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
@@ -100,14 +101,14 @@ def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
     """env_config[key] (``default`` when absent): an int >= lo, else a ValueError naming it."""
     v = env_config.get(key, default)
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise ValueError(f"env.{key}: expected an int >= {lo}, got {v!r}")
+        raise ConfigError(f"env.{key}: expected an int >= {lo}, got {v!r}")
     return v
 
 
 def make_suite(env_config: dict) -> EnvSuite:
     unknown = set(env_config) - _KNOWN
     if unknown:
-        raise ValueError(f"env: unknown key(s) {sorted(unknown)} for synthetic; known: {sorted(_KNOWN)}")
+        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for synthetic; known: {sorted(_KNOWN)}")
     def get_int(key, default, lo):
         return _env_int(env_config, key, default, lo)
     max_steps = get_int("max_steps", 6, 1)
@@ -164,7 +165,7 @@ def make_sign_tasks(n: int, seed: int, num_signs: int, prefix: str) -> list[Task
 def make_signs_suite(env_config: dict) -> EnvSuite:
     unknown = set(env_config) - _SIGNS_KNOWN
     if unknown:
-        raise ValueError(f"env: unknown key(s) {sorted(unknown)} for signs; "
+        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for signs; "
                          f"known: {sorted(_SIGNS_KNOWN)}")
 
     def get_int(key, default, lo):

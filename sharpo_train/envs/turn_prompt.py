@@ -15,15 +15,14 @@ project's own):
 """
 from __future__ import annotations
 
-import re
 from typing import Optional, Sequence, Union
+
+from ..tags import tag_spans
 
 TASK_PREFIX = "Your task is to: "     # the task line every built-in prompt opens with
 TASK_LINE_PREFIX = TASK_PREFIX.strip().lower()   # how the teacher finds it (teacher.task_end)
 HINT_TEMPLATE = "A successful attempt at this task:\n{steps}"
 
-_ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 
 
 def one_line(text) -> str:
@@ -61,10 +60,10 @@ def parse_action(response_text: Optional[str]) -> Optional[str]:
     whitespace collapsed; None when there is none or it is empty."""
     if not isinstance(response_text, str):
         return None
-    found = _ACTION_RE.findall(response_text)
+    found = tag_spans(response_text, "action")          # linear scan (tags.py)
     if not found:
         return None
-    action = " ".join(found[-1].split())
+    action = " ".join(response_text[found[-1][1]:found[-1][2]].split())
     return action or None
 
 
@@ -72,8 +71,8 @@ def parse_think(response_text: Optional[str]) -> Optional[str]:
     """The text of the first <think>...</think>, stripped; None when absent."""
     if not isinstance(response_text, str):
         return None
-    m = _THINK_RE.search(response_text)
-    return m.group(1).strip() if m else None
+    m = tag_spans(response_text, "think", limit=1)
+    return response_text[m[0][1]:m[0][2]].strip() if m else None
 
 
 def format_response(think: str, action: str) -> str:

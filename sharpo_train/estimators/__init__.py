@@ -29,6 +29,8 @@ L = longest response, N trajectories):
   ``turn`` [B]: row b is ``episodes[traj_index[b]].turns[turn[b]]``.
 - ``old_entropy`` [B, L] fp32: token entropies under theta_old (``needs_entropy`` only).
 - ``meta["step"]``: the training step (1, 2, ...), for methods with a schedule.
+- ``episode_adv`` [N] with ``meta["episode_adv_params"]``: GRPO's A_i as the trainer
+  computed it (``fill_episode_advantages``); ``episode_advantages`` reads it back.
 It returns a ``CreditOutput``. ``aux_loss`` (optional): a term the update adds to the
 policy loss, for methods that are a loss and not only an advantage (SDAR; update.py).
 """

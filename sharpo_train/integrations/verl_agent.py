@@ -90,6 +90,23 @@ def _check_batch(batch) -> None:
         raise ValueError("multi_modal_inputs: adv_estimator=sharpo supports text-only batches")
 
 
+def _check_rewards(outcome: torch.Tensor, step_reward: torch.Tensor, traj_uid, first) -> None:
+    """episode_rewards [U] finite and one value per episode, token_level_rewards row sums
+    [U] finite: ValueError naming the field and the batch row (a NaN here would otherwise
+    reach the advantages of its episode, or be reported as another field's fault)."""
+    for name, values in (("episode_rewards", outcome), ("token_level_rewards", step_reward)):
+        bad = ~torch.isfinite(values)
+        if bool(bad.any()):
+            u = int(bad.nonzero()[0, 0])
+            raise ValueError(f"{name}: non-finite value {float(values[u])} in batch row {int(first[u])} "
+                             f"(traj_uid {traj_uid[u]!r}); rewards must be finite")
+    seen: dict = {}
+    for u, (t, r) in enumerate(zip(traj_uid.tolist(), outcome.tolist())):
+        if seen.setdefault(t, (u, r))[1] != r:
+            raise ValueError(f"episode_rewards: rows of traj_uid {t!r} carry different episode rewards "
+                             f"({seen[t][1]} in batch row {int(first[seen[t][0]])}, {r} in row {int(first[u])})")
+
+
 def _score_teacher_rows(worker_group, teacher, rows: list[int], width: int) -> torch.Tensor:
     """[len(rows), width] fp32 log-probs of the response tokens under the teacher prompts,
     by one ``compute_log_prob`` call. The call's batch repeats rows up to a multiple of the
@@ -144,11 +161,8 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
         outcome = torch.as_tensor(np.asarray(nt["episode_rewards"], dtype=np.float64)[first], dtype=torch.float32)
     except (TypeError, ValueError):
         raise ValueError("episode_rewards: expected one number per row") from None
-    if not bool(torch.isfinite(outcome).all()):
-        raise ValueError("episode_rewards: every row needs a finite episode reward")
+    _check_rewards(outcome, b["token_level_rewards"][idx].float().sum(-1), traj_uid, first)
     penalty = b["token_level_rewards"][idx].float().sum(-1) - outcome          # [U]
-    if not bool(torch.isfinite(penalty).all()):
-        raise ValueError("token_level_rewards: non-finite reward in a row; rewards must be finite")
 
     teacher = build_teacher_batch(
         trainer.tokenizer, prompts, responses, uid, traj_uid, outcome.tolist(),

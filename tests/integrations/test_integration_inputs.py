@@ -98,3 +98,21 @@ def test_verl_settings_are_checked_naming_the_field():
     trainer.config = Cfg(algorithm=Cfg(sharpo={"tau": math.inf}), data=Cfg(max_prompt_length=64))
     with pytest.raises(ValueError, match="tau"):
         trainer._sharpo_settings()
+
+
+# ------------------------------------------------------------------ verl-agent adapter
+@needs_verl
+def test_verl_agent_names_an_episode_with_two_outcomes():
+    import torch
+    from integrations.test_verl_agent import fit_step
+    from sharpo_train.model import build_policy
+
+    torch.manual_seed(0)
+    model, tok = build_policy(None)
+
+    def poison(batch):
+        traj = batch.non_tensor_batch["traj_uid"]
+        same = [i for i in range(len(traj)) if traj[i] == traj[0]]
+        batch.non_tensor_batch["episode_rewards"][same[1]] = 123.0
+    with pytest.raises(ValueError, match="episode_rewards: rows of traj_uid .* different episode rewards"):
+        fit_step((model.eval(), tok), poison=poison)

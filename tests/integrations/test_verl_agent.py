@@ -81,7 +81,8 @@ def rewards_and_old_log_probs(batch, worker, coef=COEF):
     return batch
 
 
-def fit_step(policy, *, copies=(), order=None, coef=COEF, config=None, mark=True, world_size=2):
+def fit_step(policy, *, copies=(), order=None, coef=COEF, config=None, mark=True, world_size=2,
+             poison=None):
     """Rollout -> mark_rows -> copies -> reorder -> rewards -> sharpo_advantage."""
     from verl import DataProto
 
@@ -98,6 +99,8 @@ def fit_step(policy, *, copies=(), order=None, coef=COEF, config=None, mark=True
         batch.reorder(torch.as_tensor(order))
     worker = CpuActorWorkerGroup(model, world_size=world_size)
     batch = rewards_and_old_log_probs(batch, worker, coef)
+    if poison is not None:                            # bad-input tests change the batch here
+        poison(batch)
     trainer = SimpleNamespace(config=config or agent_config(), tokenizer=tok, actor_rollout_wg=worker)
     batch, metrics = sharpo_advantage(trainer, batch)
     return rows, batch, metrics, worker

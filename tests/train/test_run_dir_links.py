@@ -84,8 +84,8 @@ def test_the_lock_itself_refuses_links_hard_links_and_fifos(tmp_path, victim):
 
 
 # ------------------------------------------------------------------ folders and files
-@pytest.mark.parametrize("entry", ["credit", "checkpoints", "tensorboard", "batches", ".sharpo-run",
-                                   "metrics.jsonl", "checkpoints/step_000001"])
+@pytest.mark.parametrize("entry", ["credit", "checkpoints", "tensorboard", "batches", "lora_base",
+                                   ".sharpo-run", "metrics.jsonl", "checkpoints/step_000001"])
 def test_a_run_entry_that_is_a_link_is_refused_before_anything_is_written(tmp_path, capsys,
                                                                            entry):
     run = tmp_path / "run"

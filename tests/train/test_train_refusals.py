@@ -139,3 +139,24 @@ def test_sft_refuses_a_huge_tiny_model_and_a_pickle_only_model(tmp_path, capsys)
     rc = main(["sft", "--demos", str(demos), "--out", str(out), f"model.path={binonly}"])
     err = capsys.readouterr().err
     assert rc == 2 and "pytorch_model.bin" in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["env.name=corridor", "env.num_turns=10", "env.num_decisive=50"], "env.num_decisive"),
+    (["env.name=corridor", "env.num_actions=6", "env.clues_per_action=12"], "env.clues_per_action"),
+    (["env.name=synthetic", "env.max_distance=0"], "env.max_distance"),
+    (["env.name=alfworld", "env.expert_type=oracle"], "env.expert_type"),
+])
+def test_environment_settings_only_the_env_can_judge_are_one_line(tmp_path, capsys, overrides,
+                                                                    key):
+    """Cross-key and value rules that the env's make_suite applies: a ConfigError (one line,
+    exit 2), not a ValueError traceback; the new run directory is removed."""
+    if "env.name=alfworld" in overrides:
+        from test_alfworld_games import shared_alfworld
+        root = shared_alfworld()
+        if root is None:
+            pytest.skip("real ALFWorld games not found at ../shared/data/alfworld")
+        overrides = [*overrides, f"env.games_dir={root}", "env.train_split=valid_train"]
+    run = tmp_path / "new" / "run"
+    _refused(capsys, ["train", *overrides, f"run_dir={run}", "total_steps=1"], key)
+    assert not (tmp_path / "new").exists()

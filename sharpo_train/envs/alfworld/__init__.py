@@ -34,6 +34,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from ...errors import ConfigError
 from ..base import EnvSuite, Task
 from ..env_config import check_env_config, opt_int
 from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
@@ -62,7 +63,7 @@ def env_kwargs_from_config(cfg: dict) -> dict:
     max_steps = opt_int(cfg, "max_steps", 1) or DEFAULT_MAX_STEPS
     expert = cfg.get("expert_type") or None
     if expert not in (None,) + EXPERT_TYPES:
-        raise ValueError(f"env.expert_type: expected one of {EXPERT_TYPES} or null, got {expert!r}")
+        raise ConfigError(f"env.expert_type: expected one of {EXPERT_TYPES} or null, got {expert!r}")
     return {"max_steps": max_steps, "expert": expert, "seed": opt_int(cfg, "seed")}
 
 
@@ -85,9 +86,9 @@ def make_suite(env_config: dict) -> EnvSuite:
             raise TypeError(f"env.generate: expected a mapping, got {gen!r}")
         bad = set(gen) - _GENERATE_KEYS
         if bad:
-            raise ValueError(f"env.generate: unknown key(s) {sorted(bad)}; known: {sorted(_GENERATE_KEYS)}")
+            raise ConfigError(f"env.generate: unknown key(s) {sorted(bad)}; known: {sorted(_GENERATE_KEYS)}")
         if games_dir in (None, ""):
-            raise ValueError("env.generate needs env.games_dir (where to write the games)")
+            raise ConfigError("env.generate needs env.games_dir (where to write the games)")
         root = Path(os.path.expandvars(os.path.expanduser(str(games_dir))))
         if not (root / RELEASE_DIR).is_dir() and root.name != RELEASE_DIR:
             from .generator import generate_splits

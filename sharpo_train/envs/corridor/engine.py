@@ -26,6 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Optional
 
+from ...errors import ConfigError
 from ..base import Env, Observation, StepResult, Task
 
 ACTION_NAMES = ("left", "right", "ahead", "up", "down", "back")
@@ -39,7 +40,7 @@ TASK_TEXT = ("Your task is to: reach the exit of the corridor. Where a lamp glow
 @dataclass(frozen=True)
 class CorridorSettings:
     """The env.* settings of the corridor (docs/corridor.md); ``check`` raises a
-    ValueError naming the key."""
+    ConfigError (a ValueError; `sharpo` prints it as one line) naming the key."""
 
     num_turns: int = 10
     num_decisive: int = 3
@@ -52,7 +53,7 @@ class CorridorSettings:
     def check(self) -> "CorridorSettings":
         def need(ok, key, what):
             if not ok:
-                raise ValueError(f"env.{key}: expected {what}, got {getattr(self, key)!r}")
+                raise ConfigError(f"env.{key}: expected {what}, got {getattr(self, key)!r}")
         for key in ("num_turns", "num_decisive", "num_actions", "clues_per_action",
                     "num_train", "num_eval", "seed"):
             v = getattr(self, key)
