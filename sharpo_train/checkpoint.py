@@ -350,12 +350,18 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, saved: dict) -> None:
                               f"groups, the optimizer {len(optimizer.param_groups)}")
     groups = []
     for k, (fresh, old) in enumerate(zip(fresh_groups, saved["param_groups"])):
-        if set(fresh) != set(old) or len(fresh["params"]) != len(old["params"]):
+        # a saved group may hold more keys than a fresh one (a scheduler's initial_lr), not fewer
+        if set(fresh) - set(old) or len(fresh["params"]) != len(old["params"]):
             raise CheckpointError(f"optimizer.param_groups[{k}]: keys {sorted(old)} and "
                                   f"{len(old['params'])} parameters; this optimizer has "
                                   f"{sorted(fresh)} and {len(fresh['params'])}")
         group = {}
         for name, v in old.items():
+            if name not in fresh:
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise CheckpointError(f"optimizer.param_groups[{k}].{name}: {v!r}")
+                group[name] = v
+                continue
             want = fresh[name]
             if isinstance(want, tuple) and isinstance(v, list):
                 v = tuple(v)

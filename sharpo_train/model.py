@@ -29,7 +29,9 @@ from typing import Any, Optional
 
 import torch
 
+from .assets.build_tokenizer import CHAT_TEMPLATE, VOCAB_SIZE
 from .errors import UsageError
+from .io import loads_json
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "tokenizer"
 
@@ -181,7 +183,6 @@ def build_tokenizer(path: str | Path | None = None):
     else:
         tok = AutoTokenizer.from_pretrained(str(where))
     if tok.chat_template is None and where.resolve() == TOKENIZER_DIR:  # .jinja file lost
-        from .assets.build_tokenizer import CHAT_TEMPLATE
         tok.chat_template = CHAT_TEMPLATE
     if tok.chat_template is None:
         raise ValueError(f"model.tokenizer_path: tokenizer at {path} has no chat template")
@@ -233,7 +234,6 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
     ``config.json`` that points ``transformers_weights`` anywhere else is refused. A
     directory with only ``pytorch_model.bin`` (a pickle) is a UsageError naming ``key``
     (``init_from``, ``--model``, ``model.path``); nothing is read beyond two JSON files."""
-    from .io import loads_json
 
     path = Path(path)
     if not path.is_dir():
@@ -350,7 +350,6 @@ def check_tiny_model_fits(model_cfg: Any, *, training: bool = True,
     bf16/fp16; + one more copy of the weights for the KL reference), else its weights.
     Nothing is allocated. (Linux grants a too-large allocation and kills the process when
     the pages are touched, so failing allocations cannot be relied on.)"""
-    from .assets.build_tokenizer import VOCAB_SIZE      # the shipped tokenizer's bound
     tok_path = _get(model_cfg, "tokenizer_path")
     n = tiny_model_parameters(model_cfg, VOCAB_SIZE if tok_path is None
                               else len(build_tokenizer(tok_path)))

@@ -24,6 +24,8 @@ from typing import Optional
 
 import torch
 
+from ..errors import UsageError
+from ..model import resolve_model_path
 from .base import Generation, check_generate_args, cut_at_stop
 
 
@@ -58,7 +60,6 @@ class VLLMEngine:
                  gpu_memory_utilization: float = 0.3):
         reason = vllm_available()
         if reason:
-            from ..errors import UsageError
             raise UsageError(f"rollout.engine: {reason}")
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")   # engine in process
         device = next(model.parameters()).device
@@ -89,7 +90,6 @@ class VLLMEngine:
 
     @classmethod
     def from_config(cls, cfg, model, tokenizer) -> "VLLMEngine":
-        from ..model import resolve_model_path
 
         r = cfg.rollout
         return cls(model, tokenizer, model_path=resolve_model_path(cfg.model.path),

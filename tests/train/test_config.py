@@ -344,7 +344,7 @@ def test_sft_settings_are_typed_by_the_common_loader():
 
 
 def test_demo_and_compare_settings():
-    from sharpo_train.settings import CompareConfig, DemoConfig, parse_method
+    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method
     d = load_settings(DemoConfig, None, ["train_games=6", "game_size=small", "eval_sft=false"])
     assert (d.train_games, d.game_size, d.eval_sft, d.eval_games) == (6, "small", False, 180)
     c = load_settings(CompareConfig, None, ["seeds=3,4", "methods=grpo,sharpo:0.1"])
@@ -393,6 +393,8 @@ def test_plus_is_checked_after_env_name_drops_the_old_keys():
     """`env.name=synthetic` drops alfworld's keys, so +env.max_steps adds, not repeats."""
     cfg = load_config(None, ["env.name=synthetic", "+env.max_steps=5"])
     assert cfg.env == {"name": "synthetic", "max_steps": 5}
+    with pytest.raises(ConfigError, match=r"^env.name: \+env.name=\.\.\. adds a key"):
+        load_config(None, ["+env.name=synthetic"])          # name itself was there
 
 
 def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
