@@ -106,13 +106,14 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     ``latest`` at it; keep the newest ``keep`` checkpoints."""
     from safetensors.torch import save_file
 
+    from .model import save_policy
+
     root = run_subdir(run_dir, "checkpoints")          # refuses a symbolic link
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
     _remove(tmp)
     tmp.mkdir()
-    model.save_pretrained(str(tmp / "policy"))      # safetensors (transformers' default)
-    tokenizer.save_pretrained(str(tmp / "policy"))
+    save_policy(model, tokenizer, tmp / "policy")   # safetensors; a LoRA run: its adapter
     opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
     save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
     files = {p.relative_to(tmp).as_posix(): p.stat().st_size

@@ -59,6 +59,27 @@ _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # model.py _DTYPES
 
 
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class LoraSettings:
+    """``model.lora.*``: LoRA adapters (sharpo_train/lora.py; extra ``[lora]``). Off at rank 0."""
+    rank: int = 0                         # adapter rank r; 0: no LoRA (the model itself trains)
+    alpha: float = 16.0                   # scale alpha / r of the adapter's update
+    dropout: float = 0.0                  # dropout on the adapter's input (training passes only)
+    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # Linear layer names
+
+    def validate(self) -> None:
+        in_range(self, "rank", 0, 65536)
+        if self.rank == 0:
+            return
+        in_range(self, "alpha", 0.0, lo_open=True)
+        in_range(self, "dropout", 0.0, 1.0, hi_open=True)
+        need(bool(self.targets) and all(t.strip() and "." not in t for t in self.targets), "targets",
+             "a non-empty list of Linear layer names (e.g. [q_proj, v_proj])", self.targets)
+
+
 @dataclass
 class ModelConfig:
     path: Optional[str] = None            # local HF checkpoint dir, or a named model (model.py
@@ -79,9 +100,12 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     # what trains (model.py configure_trainable); 16-bit dtypes train with fp32 master weights
     trainable_layers: int = 0             # only the top N decoder layers (+ final norm); 0: all
+    lora: LoraSettings = field(default_factory=LoraSettings)   # LoRA adapters (rank 0: off)
 
     def validate(self) -> None:
         in_range(self, "trainable_layers", 0, 1024)
+        need(not (self.lora.rank and self.trainable_layers), "lora.rank",
+             "0 when model.trainable_layers is set (LoRA trains its adapters only)", self.lora.rank)
         for k, hi in (("hidden_size", 65536), ("intermediate_size", 262144),
                       ("num_layers", 1024), ("num_heads", 1024), ("num_kv_heads", 1024),
                       ("max_position_embeddings", 1 << 24)):

@@ -387,6 +387,10 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
     ``weights_key`` names the setting in its errors)."""
     from transformers import Qwen2ForCausalLM
 
+    from .lora import is_adapter_dir
+    if is_adapter_dir(weights_from):      # a LoRA checkpoint: base + adapter, merged (lora.py)
+        from .lora import load_merged
+        return load_merged(weights_from, model_cfg)
     base = resolve_model_path(_get(model_cfg, "path"))
     path = Path(weights_from) if weights_from is not None else base
     tok_path = _get(model_cfg, "tokenizer_path")
@@ -447,9 +451,7 @@ def configure_trainable(model, model_cfg: Any = None) -> None:
       train (and an untied lm_head; a tied one is the input embedding and stays frozen, so
       no gradient needs the lower layers). Autograd records nothing below the lowest
       trainable layer: the frozen layers run as under ``no_grad`` (no stored activations).
-    LoRA is not offered: transformers 5.24 attaches adapters only with peft >= 0.22 (not
-    released; PyPI has 0.21.2), and a model with adapters injected by peft itself renames
-    its weights (``...q_proj.base_layer.weight``) so the checkpoints would not reload.
+    LoRA (``model.lora.*``) is applied after this, by the trainer (lora.py).
     """
     n = int(_get(model_cfg, "trainable_layers", 0) or 0)
     if n == 0:
@@ -563,6 +565,13 @@ def split_lm(model):
 
 
 def save_policy(model, tokenizer, out: str | Path) -> None:
+    """The policy as a Hugging Face directory (safetensors + tokenizer); a LoRA policy
+    (lora.py) as its adapter (adapter_model.safetensors, adapter_config.json)."""
+    from .lora import is_lora_model, save_adapter
+
     out = Path(out)
+    if is_lora_model(model):
+        save_adapter(model, tokenizer, out)
+        return
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))

@@ -43,6 +43,7 @@ from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
 from .loader import load_settings
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
+from .lora import build_lora_policy, lora_enabled
 from .model import build_optimizer, build_policy, check_tiny_model_fits
 from .rollout import collect_rollouts
 from .run_dir import check_run_dir, mark_run_dir
@@ -158,12 +159,17 @@ class Trainer:
         if ckpt is None and cfg.init_from is None and cfg.model.path is None:
             check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
         torch.manual_seed(cfg.seed)
-        self.model, self.tokenizer = build_policy(
-            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
-            weights_key=str(ckpt / "policy") if ckpt else "init_from")
+        if lora_enabled(cfg.model.lora):   # base + adapters; ckpt: its adapter (lora.py)
+            self.model, self.tokenizer = build_lora_policy(cfg, self.run_dir, ckpt)
+        else:
+            self.model, self.tokenizer = build_policy(
+                cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
+                weights_key=str(ckpt / "policy") if ckpt else "init_from")
         self.model.to(self.device)
         if cfg.model.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
+            if lora_enabled(cfg.model.lora):   # frozen embeddings: the checkpointed layers
+                self.model.enable_input_require_grads()   # need an input that requires grad
         o = cfg.optim
         self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
         warm = o.warmup_steps
