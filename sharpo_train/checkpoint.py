@@ -106,13 +106,14 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     ``latest`` at it; keep the newest ``keep`` checkpoints."""
     from safetensors.torch import save_file
 
+    from .model import save_policy
+
     root = run_subdir(run_dir, "checkpoints")          # refuses a symbolic link
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
     _remove(tmp)
     tmp.mkdir()
-    model.save_pretrained(str(tmp / "policy"))      # safetensors (transformers' default)
-    tokenizer.save_pretrained(str(tmp / "policy"))
+    save_policy(model, tokenizer, tmp / "policy")   # safetensors; a LoRA run: its adapter
     opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
     save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
     files = {p.relative_to(tmp).as_posix(): p.stat().st_size
@@ -349,12 +350,18 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, saved: dict) -> None:
                               f"groups, the optimizer {len(optimizer.param_groups)}")
     groups = []
     for k, (fresh, old) in enumerate(zip(fresh_groups, saved["param_groups"])):
-        if set(fresh) != set(old) or len(fresh["params"]) != len(old["params"]):
+        # a saved group may hold more keys than a fresh one (a scheduler's initial_lr), not fewer
+        if set(fresh) - set(old) or len(fresh["params"]) != len(old["params"]):
             raise CheckpointError(f"optimizer.param_groups[{k}]: keys {sorted(old)} and "
                                   f"{len(old['params'])} parameters; this optimizer has "
                                   f"{sorted(fresh)} and {len(fresh['params'])}")
         group = {}
         for name, v in old.items():
+            if name not in fresh:
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise CheckpointError(f"optimizer.param_groups[{k}].{name}: {v!r}")
+                group[name] = v
+                continue
             want = fresh[name]
             if isinstance(want, tuple) and isinstance(v, list):
                 v = tuple(v)

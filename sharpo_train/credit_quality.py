@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import math
 import os
 from pathlib import Path
@@ -37,7 +36,16 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from .batch import StepBatch
+from .config import Config
+from .envs.base import Task
 from .envs.registry import DEFAULT_ENV, get_spec
+from .estimators import ESTIMATORS
+from .io import atomic_write_json, loads_json
+from .loader import load_settings
+from .rollout import Episode, Turn
+from .run_files import run_subdir
+from .segments import Span
 
 # counts of a labeller's ``stats`` logged per step as credit_quality/<key> (when present)
 LABELLER_COUNTS = ("planner_calls", "cache_hits", "mismatches")
@@ -261,9 +269,6 @@ def _episode_json(ep) -> dict:
 
 
 def _episode_from_json(d: dict):
-    from .envs.base import Task
-    from .rollout import Episode, Turn
-    from .segments import Span
     turns = [Turn(t["user_text"], list(t["prompt_ids"]), list(t["response_ids"]),
                   t["response_text"], t["action"], t["observation_after"],
                   [Span(k, a, b) for k, a, b in t["spans"]]) for t in d["turns"]]
@@ -280,8 +285,6 @@ def save_batch(run_dir, step: int, batch, *, method: str, labels=None) -> Path:
     """RUN/batches/step_<S>.safetensors (every tensor field of the ``StepBatch``) and
     .json (step, method, episodes, teacher_of, hints, meta, labels or null)."""
     from safetensors.torch import save_file
-    from .io import atomic_write_json
-    from .run_files import run_subdir
     run_subdir(run_dir, "batches")                       # a symbolic link is refused
     tpath, jpath = batch_paths(run_dir, step)
     tensors = {f.name: getattr(batch, f.name).detach().cpu().contiguous()
@@ -301,13 +304,11 @@ def load_batch(path) -> tuple[object, dict]:
     """(StepBatch, info) from a saved step (either file of the pair); info holds step,
     method and labels. Tensors through safetensors, the rest JSON (no pickle)."""
     from safetensors.torch import load_file
-    from .batch import StepBatch
     p = Path(path)
     tpath, jpath = p.with_suffix(".safetensors"), p.with_suffix(".json")
     if not tpath.is_file() or not jpath.is_file():
         raise FileNotFoundError(f"{p.with_suffix('')}: saved batch needs both "
                                 f"{tpath.name} and {jpath.name}")
-    from .io import loads_json
     info = loads_json(jpath.read_text(encoding="utf-8"), jpath)
     batch = StepBatch.from_episodes([_episode_from_json(d) for d in info["episodes"]])
     names = {f.name for f in dataclasses.fields(batch)}
@@ -329,7 +330,6 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
     {method: credit_auc result | {"skipped": reason}}. Labels come from the saved files,
     else from ``labeller`` (default: the ``plan_labels`` hook of environment ``env``'s
     EnvSpec, created on demand)."""
-    from .estimators import ESTIMATORS
     names = list(methods) if methods else sorted(ESTIMATORS)
     for m in names:
         if m not in ESTIMATORS:
@@ -382,7 +382,6 @@ def score_run(run_dir, methods: Optional[Sequence[str]] = None, *, n_boot: int =
               seed: int = 0) -> dict:
     """``score_batches`` over every saved batch of a run, with the run's estimator
     settings (its config.yaml)."""
-    from .config import Config, load_settings
     run_dir = Path(run_dir)
     paths = saved_batches(run_dir)
     if not paths:

@@ -27,8 +27,10 @@ import random
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .envs import env_prompts
+from .device import resolve_device
+from .envs import env_prompts, make_suite
 from .envs.registry import DEFAULT_ENV, get_spec
+from .model import build_policy
 from .rollout import collect_rollouts
 
 
@@ -153,7 +155,6 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
         cfg.eval.max_turns = max_turns
         cfg.env = dict(cfg.env, max_steps=max_turns)
     if suite is None:
-        from .envs import make_suite
         cfg.env = eval_only_env(cfg.env, games_dir)
         suite = make_suite(cfg.env)
     elif games_dir is not None:
@@ -169,8 +170,6 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
     try:
         torch.manual_seed(cfg.seed if seed is None else seed)
         if isinstance(policy, (str, Path)):
-            from .model import build_policy
-            from .trainer import resolve_device
             model, tokenizer = build_policy(cfg.model, weights_from=policy, weights_key=str(policy))
             model.to(resolve_device(cfg.model.device)).eval()
         else:

@@ -29,7 +29,9 @@ from typing import Any, Optional
 
 import torch
 
+from .assets.build_tokenizer import CHAT_TEMPLATE, VOCAB_SIZE
 from .errors import UsageError
+from .io import loads_json
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "assets" / "tokenizer"
 
@@ -181,7 +183,6 @@ def build_tokenizer(path: str | Path | None = None):
     else:
         tok = AutoTokenizer.from_pretrained(str(where))
     if tok.chat_template is None and where.resolve() == TOKENIZER_DIR:  # .jinja file lost
-        from .assets.build_tokenizer import CHAT_TEMPLATE
         tok.chat_template = CHAT_TEMPLATE
     if tok.chat_template is None:
         raise ValueError(f"model.tokenizer_path: tokenizer at {path} has no chat template")
@@ -233,7 +234,6 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
     ``config.json`` that points ``transformers_weights`` anywhere else is refused. A
     directory with only ``pytorch_model.bin`` (a pickle) is a UsageError naming ``key``
     (``init_from``, ``--model``, ``model.path``); nothing is read beyond two JSON files."""
-    from .io import loads_json
 
     path = Path(path)
     if not path.is_dir():
@@ -350,7 +350,6 @@ def check_tiny_model_fits(model_cfg: Any, *, training: bool = True,
     bf16/fp16; + one more copy of the weights for the KL reference), else its weights.
     Nothing is allocated. (Linux grants a too-large allocation and kills the process when
     the pages are touched, so failing allocations cannot be relied on.)"""
-    from .assets.build_tokenizer import VOCAB_SIZE      # the shipped tokenizer's bound
     tok_path = _get(model_cfg, "tokenizer_path")
     n = tiny_model_parameters(model_cfg, VOCAB_SIZE if tok_path is None
                               else len(build_tokenizer(tok_path)))
@@ -388,6 +387,10 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
     ``weights_key`` names the setting in its errors)."""
     from transformers import Qwen2ForCausalLM
 
+    from .lora import is_adapter_dir
+    if is_adapter_dir(weights_from):      # a LoRA checkpoint: base + adapter, merged (lora.py)
+        from .lora import load_merged
+        return load_merged(weights_from, model_cfg)
     base = resolve_model_path(_get(model_cfg, "path"))
     path = Path(weights_from) if weights_from is not None else base
     tok_path = _get(model_cfg, "tokenizer_path")
@@ -448,9 +451,7 @@ def configure_trainable(model, model_cfg: Any = None) -> None:
       train (and an untied lm_head; a tied one is the input embedding and stays frozen, so
       no gradient needs the lower layers). Autograd records nothing below the lowest
       trainable layer: the frozen layers run as under ``no_grad`` (no stored activations).
-    LoRA is not offered: transformers 5.24 attaches adapters only with peft >= 0.22 (not
-    released; PyPI has 0.21.2), and a model with adapters injected by peft itself renames
-    its weights (``...q_proj.base_layer.weight``) so the checkpoints would not reload.
+    LoRA (``model.lora.*``) is applied after this, by the trainer (lora.py).
     """
     n = int(_get(model_cfg, "trainable_layers", 0) or 0)
     if n == 0:
@@ -564,6 +565,13 @@ def split_lm(model):
 
 
 def save_policy(model, tokenizer, out: str | Path) -> None:
+    """The policy as a Hugging Face directory (safetensors + tokenizer); a LoRA policy
+    (lora.py) as its adapter (adapter_model.safetensors, adapter_config.json)."""
+    from .lora import is_lora_model, save_adapter
+
     out = Path(out)
+    if is_lora_model(model):
+        save_adapter(model, tokenizer, out)
+        return
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))

@@ -29,6 +29,10 @@ from typing import Optional
 import torch
 
 from .envs.registry import DEFAULT_ENV, get_spec
+from .rollout import chat_prompt_ids
+from .scoring import tree_logprobs
+from .segments import find_spans
+from .teacher import teacher_prompt
 
 
 @dataclass
@@ -42,7 +46,7 @@ class ProbeResult:
         e, r = self.gaps_expert, self.gaps_random
         out = {"turns": len(e), "games": len(set(self.game_of_turn)),
                "families": dict(self.families),
-               "gap_expert_mean": _mean(e), "gap_random_mean": _mean(r),
+               "gap_expert_mean": mean_or_none(e), "gap_random_mean": mean_or_none(r),
                "auc": auc(e, r)}
         games = sorted(set(self.game_of_turn))
         if len(games) > 1 and boot:
@@ -57,7 +61,7 @@ class ProbeResult:
         return out
 
 
-def _mean(xs) -> Optional[float]:
+def mean_or_none(xs) -> Optional[float]:
     return sum(xs) / len(xs) if xs else None
 
 
@@ -72,9 +76,8 @@ def auc(pos: list, neg: list) -> Optional[float]:
     return wins / (len(pos) * len(neg))
 
 
-def _action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor,
+def action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor,
                 response_ids: list[int]) -> Optional[float]:
-    from .segments import find_spans
     spans = [s for s in find_spans(tokenizer, response_ids) if s.kind == "action"]
     if not spans:
         return None
@@ -92,9 +95,6 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
     writes the random action's reply)."""
     spec = get_spec(env)
     hooks = spec.load("probe")
-    from .rollout import chat_prompt_ids
-    from .scoring import tree_logprobs
-    from .teacher import teacher_prompt
 
     hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in records],
                        max_observation_chars=max_observation_chars)
@@ -123,7 +123,7 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
         logps = tree_logprobs(model, seqs, counts)
     gaps: dict[int, list] = {}
     for j, (k, resp) in enumerate(jobs):
-        g = _action_gap(tokenizer, logps[2 * j].cpu(), logps[2 * j + 1].cpu(), resp)
+        g = action_gap(tokenizer, logps[2 * j].cpu(), logps[2 * j + 1].cpu(), resp)
         gaps.setdefault(k, []).append(g)
     return [(v[0], v[1]) for _, v in sorted(gaps.items())
             if len(v) == 2 and None not in v]

@@ -25,7 +25,7 @@ import torch
 
 from .envs.base import EnvPool, Task
 from .model import stop_token_ids
-from .scoring import _autocast
+from .device import autocast
 from .segments import Span, find_spans
 
 
@@ -110,7 +110,7 @@ def generate(model, tokenizer, prompts: list[list[int]], *, max_new_tokens: int,
         ids, mask = left_pad(chunk, pad)
         width = ids.shape[1]
         kwargs = sampling_kwargs(stops, pad, max_new_tokens, temperature, top_p)
-        with _autocast(device, autocast_bf16):
+        with autocast(device, autocast_bf16):
             seqs = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
         for row in seqs[:, width:].tolist():
             out.append(_cut_at_stop(row, set(stops)))

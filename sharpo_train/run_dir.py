@@ -21,7 +21,10 @@ import json
 import os
 from pathlib import Path
 
+from .config import Config
+from .loader import ConfigError, load_settings
 from .errors import UsageError
+from .io import atomic_write_text
 from .run_lock import LOCK_NAME
 
 RUN_MARKER = ".sharpo-run"           # RUN/.sharpo-run: {"format": "sharpo-run/1"}
@@ -58,7 +61,6 @@ def is_sharpo_run(path: str | Path) -> bool:
     if not (p / "config.yaml").is_file() or \
             not ((p / "metrics.jsonl").is_file() or (p / ".lock").is_file()):
         return False
-    from .config import Config, ConfigError, load_settings   # a run of an earlier version
     try:
         load_settings(Config, p / "config.yaml")
     except (ConfigError, UsageError):
@@ -73,23 +75,29 @@ def _non_empty(p: Path) -> bool:
         return any(e.name != LOCK_NAME for e in it)
 
 
-def check_run_dir(path: str | Path, key: str = "run_dir") -> None:
-    """UsageError (naming ``key``) unless ``path`` may be a training run directory (see
-    the module doc). Creates nothing."""
+def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -> None:
+    """UsageError (naming ``key``) if ``path`` is a system folder, a file, or a non-empty
+    folder that ``is_ours`` does not accept (``what``: the kind of folder, ``marker``: the
+    file that marks it). Creates nothing."""
     p = Path(path)
     why = system_folder(p)
     if why:
         raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
-    if p.is_dir() and _non_empty(p) and not is_sharpo_run(p):
-        raise UsageError(f"{key}: {p} is a non-empty folder that is not a sharpo run (no "
-                         f"{RUN_MARKER}); choose a new or empty run_dir")
+    if p.is_dir() and _non_empty(p) and not is_ours(p):
+        raise UsageError(f"{key}: {p} is a non-empty folder that is not {what} (no {marker}); "
+                         f"choose a new or empty one")
+
+
+def check_run_dir(path: str | Path, key: str = "run_dir") -> None:
+    """UsageError (naming ``key``) unless ``path`` may be a training run directory (see
+    the module doc). Creates nothing."""
+    _check_folder(path, key, is_sharpo_run, "a sharpo run", RUN_MARKER)
 
 
 def mark_run_dir(path: str | Path) -> None:
     """Create ``path`` (parents too) and write its ``.sharpo-run`` marker if it has none."""
-    from .io import atomic_write_text
     p = Path(path)
     p.mkdir(parents=True, exist_ok=True)
     if not (p / RUN_MARKER).is_file():
@@ -99,12 +107,5 @@ def mark_run_dir(path: str | Path) -> None:
 def check_pipeline_dir(path: str | Path, key: str = "--run-dir") -> None:
     """UsageError (naming ``key``) unless ``path`` may hold a `sharpo demo` / `sharpo
     compare` pipeline: not a system folder; new, empty, or holding pipeline.json."""
-    p = Path(path)
-    why = system_folder(p)
-    if why:
-        raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{key}: {p} exists and is not a directory")
-    if p.is_dir() and _non_empty(p) and not (p / PIPELINE_MARKER).is_file():
-        raise UsageError(f"{key}: {p} is a non-empty folder that is not a sharpo demo/compare "
-                         f"directory (no {PIPELINE_MARKER}); choose a new or empty one")
+    _check_folder(path, key, lambda p: (p / PIPELINE_MARKER).is_file(),
+                  "a sharpo demo/compare directory", PIPELINE_MARKER)

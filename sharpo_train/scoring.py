@@ -27,12 +27,12 @@ into log-probs by ``sharpo_kernels.linear_logprobs`` against the lm_head: the fu
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 
+from .device import autocast
 from .model import split_lm
 
 
@@ -84,12 +84,6 @@ def build_tree(seqs: list[list[int]], min_shared: int) -> list[_Node]:
         return out
 
     return build(list(range(len(seqs))), 0, 0) if seqs else []
-
-
-def _autocast(device: torch.device, enabled: bool):
-    if enabled and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def _cache_from(kv: list[tuple[torch.Tensor, torch.Tensor]], n: int, config):
@@ -169,7 +163,7 @@ def tree_logprobs(model, seqs: list[list[int]], num_scored: list[int], *,
         pieces = []
         for a in range(0, width, step):
             b = min(width, a + step)
-            with _autocast(device, autocast_bf16):
+            with autocast(device, autocast_bf16):
                 out = body(input_ids=ids[:, a:b], position_ids=pos[:, a:b],
                            use_cache=keep or past is not None, **{_cache_kwarg(body): cache})
             pieces.append(out.last_hidden_state)

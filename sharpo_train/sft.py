@@ -18,15 +18,18 @@ from pathlib import Path
 
 import torch
 
-from .config import (ModelConfig, UsageError, apply_overrides, in_range, parse_overrides,
-                     validate_settings)
+from .config import ModelConfig
 from .envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
+from .errors import UsageError
+from .loader import apply_overrides, in_range, parse_overrides, validate_settings
+from .model import build_optimizer, build_policy
+from .teacher import HINT_PLACEMENTS, HINT_SCOPES, teacher_text
 
 
 @dataclass
 class SFTConfig:
     """`sharpo sft` settings (``key=value``; ``model.<key>`` sets the policy's ModelConfig,
-    the trainer's: sharpo_train/config.py). Read by config.load_settings."""
+    the trainer's: sharpo_train/config.py). Read by loader.load_settings."""
 
     epochs: float = 3.0          # passes over the demonstrations (fractions allowed)
     max_steps: int = 0           # > 0: stop after this many optimizer steps
@@ -72,8 +75,6 @@ class SFTConfig:
         in_range(self, "prompt_loss_weight", 0, 100)
         in_range(self, "hint_fraction", 0, 1)
         in_range(self, "hint_max_observation_chars", 0, 100000)
-        from .teacher import HINT_PLACEMENTS
-        from .teacher import HINT_SCOPES
         if self.hint_scope not in HINT_SCOPES:
             raise UsageError(f"hint_scope: expected one of {list(HINT_SCOPES)}, "
                              f"got {self.hint_scope!r}")
@@ -134,7 +135,6 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     (teacher.hint_scope): the turn's record's ``hint_to_turn`` text, else the trajectory up
     to and including that turn. ``env``: the environment (its EnvSpec's
     ``prompts.render_hint`` and task line)."""
-    from .teacher import teacher_text
 
     spec = get_spec(env)
 
@@ -255,7 +255,6 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    from .model import build_optimizer, build_policy
     model, tokenizer = build_policy(cfg.model)
     eot = end_of_turn_ids(tokenizer)
     examples = [encode_example(tokenizer, m, eot, cfg.max_length) for m in messages]

@@ -31,16 +31,19 @@ import torch
 from .batch import StepBatch, pad_rows
 from .checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                          restore_optimizer, restore_scheduler, save_checkpoint)
-from .config import Config, check_resume, load_settings, save_config
-from .credit_record import credit_record, write_credit
+from .config import Config, check_resume, save_config
 from .credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
+from .credit_record import credit_record, write_credit
+from .device import resolve_device
 from .envs import get_spec
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
+from .loader import load_settings
 from .logging_utils import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
+from .lora import build_lora_policy, lora_enabled
 from .model import build_optimizer, build_policy, check_tiny_model_fits
 from .rollout import collect_rollouts
 from .run_dir import check_run_dir, mark_run_dir
@@ -50,18 +53,6 @@ from .scoring import ScoreStats, tree_logprobs
 from .teacher import (assign_teachers, render_hints, scatter_teacher_logp, teacher_rows,
                       turn_hints)
 from .update import update_policy
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError as exc:
-        raise ValueError(f"model.device: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"model.device: {name!r} requested but CUDA is not available")
-    return dev
 
 
 def _final_eval_on_record(run_dir: Path, total_steps: int) -> bool:
@@ -168,12 +159,17 @@ class Trainer:
         if ckpt is None and cfg.init_from is None and cfg.model.path is None:
             check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
         torch.manual_seed(cfg.seed)
-        self.model, self.tokenizer = build_policy(
-            cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
-            weights_key=str(ckpt / "policy") if ckpt else "init_from")
+        if lora_enabled(cfg.model.lora):   # base + adapters; ckpt: its adapter (lora.py)
+            self.model, self.tokenizer = build_lora_policy(cfg, self.run_dir, ckpt)
+        else:
+            self.model, self.tokenizer = build_policy(
+                cfg.model, weights_from=ckpt / "policy" if ckpt else cfg.init_from,
+                weights_key=str(ckpt / "policy") if ckpt else "init_from")
         self.model.to(self.device)
         if cfg.model.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
+            if lora_enabled(cfg.model.lora):   # frozen embeddings: the checkpointed layers
+                self.model.enable_input_require_grads()   # need an input that requires grad
         o = cfg.optim
         self.optimizer = build_optimizer(self.model, o)   # fp32 masters for 16-bit params
         warm = o.warmup_steps

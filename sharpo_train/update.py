@@ -15,7 +15,8 @@ import torch
 
 from .losses import AUX_LOSSES, POLICY_LOSSES, aggregate, kl_low_var, token_weights
 from .model import split_lm
-from .scoring import _autocast, tree_logprobs
+from .device import autocast
+from .scoring import tree_logprobs
 
 
 def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[int]], width: int,
@@ -44,7 +45,7 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
     for b, s in enumerate(seqs):
         ids[b, :len(s)] = torch.tensor(s)
     ids = ids.to(device)
-    with _autocast(device, autocast_bf16):
+    with autocast(device, autocast_bf16):
         hidden = body(input_ids=ids, use_cache=False).last_hidden_state      # [b, T, H]
     rows, cols, dst = [], [], []
     for b, (p, r) in enumerate(zip(prompt_ids, response_ids)):

@@ -83,8 +83,10 @@ def plan(args) -> tuple:
     if args.model and not Path(args.model).is_dir():
         raise FileNotFoundError(f"--model: {args.model} is not a directory")
     if args.model:          # safetensors weights only (a pickle-only directory is refused)
+        from ..lora import is_adapter_dir
         from ..model import check_weights_dir
-        check_weights_dir(args.model, "--model")
+        if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
+            check_weights_dir(args.model, "--model")
     if out is not None and Path(out).exists() and not args.force:
         raise FileExistsError(f"--out: {out} exists (pass --force to overwrite it)")
     return cfg, weights, out

@@ -39,7 +39,8 @@ def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
     the key, option or path on a user error. Creates nothing. ``check=False``
     (--print-config): the settings only, not the run directory, paths or device."""
-    from ..config import (OverrideText, coerce, load_config, parse_overrides, resume_config)
+    from ..config import load_config, resume_config
+    from ..loader import OverrideText, coerce, parse_overrides
     from ..errors import UsageError
     from ..run_dir import check_run_dir
 

@@ -45,7 +45,7 @@ from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_adv
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..batch import StepBatch
-from ..config import need
+from ..loader import need
 from ..credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,

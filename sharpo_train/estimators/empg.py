@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from ..batch import StepBatch
-from ..config import in_range
+from ..loader import in_range
 from . import CreditOutput, GroupParams, episode_advantages, register_estimator
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..batch import StepBatch
-from ..config import in_range, need
+from ..loader import in_range, need
 from ..credit import grouped_normalise
 from . import CreditOutput, GroupParams, episode_advantages, register_estimator, row_turns
 

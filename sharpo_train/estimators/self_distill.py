@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..batch import StepBatch
-from ..config import in_range
+from ..loader import in_range
 from . import (AuxLoss, CreditOutput, GroupParams, batch_step, episode_advantages,
                register_estimator, segment_kind_mask, teacher_fields)
 

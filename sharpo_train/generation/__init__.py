@@ -21,17 +21,17 @@ full vocabulary (top_k off). The trainer scores the same tokens with the trainin
 from __future__ import annotations
 
 from .base import Generation, RolloutEngine, logp_mismatch
+from .hf import HFEngine
+from .vllm_engine import VLLMEngine
 
 
 def make_engine(cfg, model, tokenizer) -> RolloutEngine:
     """The engine named by ``cfg.rollout.engine`` (a trainer Config)."""
     name = cfg.rollout.engine
     if name == "hf":
-        from .hf import HFEngine
         return HFEngine(model, tokenizer, batch_size=cfg.rollout.generation_batch_size,
                         autocast_bf16=cfg.model.autocast_bf16)
     if name == "vllm":
-        from .vllm_engine import VLLMEngine
         return VLLMEngine.from_config(cfg, model, tokenizer)
     raise ValueError(f"rollout.engine: expected hf or vllm, got {name!r}")
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ..scoring import _autocast
+from ..device import autocast
+from ..rollout import left_pad, sampling_kwargs
 from .base import Generation, check_generate_args, cut_at_stop
 
 
@@ -19,7 +20,6 @@ class HFEngine:
                  seed=None) -> Generation:
         """Left-padded batches of KV-cached ``generate``; the log-prob of each sampled
         token is read from the step's logits: log_softmax(logits / T) (greedy: T = 1)."""
-        from ..rollout import left_pad, sampling_kwargs
 
         check_generate_args(prompts, max_new_tokens, temperature, top_p)
         model, pad = self.model, self.tokenizer.pad_token_id
@@ -36,7 +36,7 @@ class HFEngine:
                 ids, mask = left_pad(chunk, pad)
                 width = ids.shape[1]
                 kwargs = sampling_kwargs(stops, pad, max_new_tokens, temperature, top_p)
-                with _autocast(device, self.autocast_bf16):
+                with autocast(device, self.autocast_bf16):
                     out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                                          output_logits=True, return_dict_in_generate=True,
                                          **kwargs)

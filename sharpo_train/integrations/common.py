@@ -21,6 +21,7 @@ import torch
 
 from sharpo_kernels import SharpoCoefficients
 from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+from sharpo_train.segments import find_spans, segment_ids
 
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
 
@@ -99,7 +100,6 @@ def leading_special_count(tokenizer) -> int:
 
 def response_segment_ids(tokenizer, response_ids: Sequence[int]) -> list[int]:
     """[len(response_ids)] ints: segment k on the k-th <think>/<action> span, -1 elsewhere."""
-    from sharpo_train.segments import find_spans, segment_ids
 
     ids = [int(t) for t in response_ids]
     return segment_ids(find_spans(tokenizer, ids), len(ids))

@@ -204,7 +204,11 @@ def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
         raise ValueError(f"algorithm.sharpo.max_teacher_prompt_length: expected a positive integer, got {v!r}")
     if cfg["max_teacher_prompt_length"] is None:
-        cfg["max_teacher_prompt_length"] = int(max_prompt_length) + cfg["max_hint_tokens"]
+        if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int):
+            raise ValueError(f"data.max_prompt_length: expected an int (the teacher prompt's default length "
+                             f"builds on it), got {max_prompt_length!r}; or set "
+                             "algorithm.sharpo.max_teacher_prompt_length")
+        cfg["max_teacher_prompt_length"] = max_prompt_length + cfg["max_hint_tokens"]
     return cfg
 
 

@@ -6,9 +6,9 @@
                  EnvSpec); ``PhaseLog`` (RUN/pipeline.json) records
                  finished phases so a rerun skips them and resumes the RL run from its last
                  checkpoint
+    schema.py    the recipes' settings: DemoConfig (``demo.<key>``), CompareConfig
     settings.py  the demo/compare defaults and the override routing (demo.*, sft.*, trainer
-                 keys), read through the one config system (sharpo_train/config.py,
-                 DemoConfig / CompareConfig in sharpo_train/settings.py)
+                 keys), read through the one settings engine (sharpo_train/loader.py)
     demo.py      `sharpo demo`:    games|goals -> demos -> sft -> eval -> rl -> eval -> report
     compare.py   `sharpo compare`: one warm start, then every method x seed, one table
 

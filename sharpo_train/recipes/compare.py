@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..report.compare import write_compare_report
 from . import phases
 from .demo import open_pipeline
 from .settings import PipelinePlan, parse_methods, parse_seeds  # noqa: F401 (re-exported)
@@ -24,7 +25,6 @@ def compare_runs(methods, seeds) -> list[tuple[str, int, str, list[str]]]:
 
 
 def run_compare(plan: PipelinePlan, methods, seeds, echo=print) -> Path:
-    from ..report.compare import write_compare_report
     out, s = plan.out, plan.settings
     env, log = open_pipeline(plan, echo)
     log.set("env", s.env)

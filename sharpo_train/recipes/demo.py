@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+from ..report.demo import write_demo_report
+from ..run_dir import check_pipeline_dir
 from . import phases
 from .settings import PipelinePlan
 
@@ -24,7 +26,6 @@ def open_pipeline(plan: PipelinePlan, echo=print):
     """Start (or resume) a pipeline in plan.out, shared by `sharpo demo` and `sharpo compare`:
     the folder, the environment's setup, and the phase log (RUN/pipeline.json) with the
     command recorded. Returns (the env's recipe, the PhaseLog)."""
-    from ..run_dir import check_pipeline_dir
     out = plan.out
     env = phases.env_recipe(plan.settings.env)
     check_pipeline_dir(out)       # no system or foreign folder (run_dir.py); creates nothing
@@ -64,7 +65,6 @@ def run_demo(plan: PipelinePlan, echo=print) -> Path:
                 sft_dir, cfg(), real, real_root, s.real_max_turns), echo)
         log.run("eval_real_rl", lambda: phases.evaluate(
             phases.latest_policy(rl_dir), cfg(), real, real_root, s.real_max_turns), echo)
-    from ..report.demo import write_demo_report
     log.run("report", lambda: write_demo_report(out, log, s), echo)
     echo(f"\nresults: {out / 'results.md'}\nrun directory: {out}")
     return out

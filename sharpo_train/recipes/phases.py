@@ -20,15 +20,25 @@ there is skipped, so an interrupted recipe reruns only what did not finish.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from .. import trainer
+from ..checkpoint import latest_checkpoint
+from ..config import load_config
+from ..envs.registry import get_spec
+from ..loader import override_key
 from ..evaluate import episodes_by_family, evaluate_checkpoint
-from ..io import loads_json
-from ..settings import DemoConfig
-from .settings import env_recipe
+from ..io import atomic_write_json, loads_json
+from ..model import TOKENIZER_DIR
+from ..sft import run_sft
+from .schema import DemoConfig
+
+
+def env_recipe(name: str):
+    """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""
+    return get_spec(name).load("recipe")
 
 
 # ------------------------------------------------------------------ bookkeeping
@@ -56,7 +66,6 @@ class PhaseLog:
         self._write()
 
     def _write(self) -> None:
-        from ..io import atomic_write_json
         atomic_write_json(self.path, self.state)
 
     def seconds(self) -> dict[str, float]:
@@ -83,14 +92,12 @@ def run_phase(log: PhaseLog, name: str, fn: Callable[[], object], echo=print):
 
 def sft(demos_path: Path, sft_dir: Path, cfg) -> dict:
     """The warm start: SFT on the demonstrations into ``sft_dir`` (an HF folder)."""
-    from ..sft import run_sft
     summary = run_sft(demos_path, sft_dir, cfg)
     return {k: summary[k] for k in ("examples", "steps", "final_loss", "seconds")}
 
 
 def rl(cfg) -> dict:
     """Train ``cfg`` (its run_dir); resumes from the last checkpoint when the run began."""
-    from .. import trainer
     resume = (Path(cfg.run_dir) / "metrics.jsonl").is_file()
     cfg.resume = resume
     trainer.train(cfg)
@@ -125,20 +132,17 @@ def train_config(games_dir: Path, sft_dir: Optional[Path], s: DemoConfig,
                  overrides: list[str], run_dir: Path, extra: list[str] = ()):
     """The trainer config of an RL run from the warm start on the recipe's tasks
     (``games_dir``: the first phase's output, env_recipe(s.env).tasks_path)."""
-    from ..config import load_config, override_key
     base = [f"run_dir={run_dir}", f"seed={s.seed}"] + env_recipe(s.env).env_keys(games_dir, s)
     if sft_dir is not None:
         base.append(f"init_from={sft_dir}")
     if not any(override_key(o) in ("model.path", "model.tokenizer_path") for o in overrides):
         # the tiny model's tokenizer is the shipped one; never a copy saved beside weights
         # (transformers reloads a saved copy as a different tokenizer class)
-        from ..model import TOKENIZER_DIR
         base.append(f"model.tokenizer_path={TOKENIZER_DIR}")
     return load_config(None, base + list(overrides) + list(extra))
 
 
 def latest_policy(run_dir: Path) -> Path:
-    from ..checkpoint import latest_checkpoint
     ckpt = latest_checkpoint(run_dir)
     if ckpt is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint")

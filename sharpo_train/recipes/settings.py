@@ -18,17 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..envs.registry import get_spec
-
-from ..config import (ConfigError, OverrideText, apply_overrides, load_config, override_key,
-                      parse_overrides, split_override, validate_settings)
-from ..settings import CompareConfig, DemoConfig, parse_method, split_method
+from ..config import flat_keys, load_config
+from ..estimators import ESTIMATORS
+from ..loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
+                      split_override, validate_settings)
 from ..sft import SFTConfig, parse_sft_overrides
-
-def env_recipe(name: str):
-    """The RecipeSpec of environment ``name`` (its EnvSpec.recipe)."""
-    return get_spec(name).load("recipe")
-
+from .phases import env_recipe, train_config
+from .schema import CompareConfig, DemoConfig, parse_method, split_method
 
 # `sharpo demo` defaults, sized for about 15 minutes on a 2-core CPU (phase times are
 # written to RUN/results.md). The tiny model learns from scratch, so the warm start adds a
@@ -117,10 +113,9 @@ def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
 def method_run(name: str, value: float | None, extras: list[str] = ()
                ) -> tuple[str, str, list[str]]:
     """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (settings.parse_method); ``extras`` are the arm's own ``key=value``
-    trainer settings (``NAME@optim.lr=2e-3``: settings.split_method), named in its label
+    estimator's knob (schema.parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: schema.split_method), named in its label
     and its run folder's name."""
-    from sharpo_train.estimators import ESTIMATORS
     if name == "grpo":
         label, slug, over = "GRPO", "grpo", ["method=grpo"]
     elif name == "sharpo":
@@ -204,8 +199,6 @@ class PipelinePlan:
         trainer config of each RL run (``runs``: (folder under the pipeline directory,
         extra trainer overrides)): the first in full (``train``), every run as the keys
         where it differs from the first (``runs``, when there are several)."""
-        from ..config import _flat
-        from .phases import train_config
         tasks = self.out / env_recipe(self.settings.env).tasks_path
         configs = [(folder, train_config(tasks, self.out / "sft", self.settings,
                                          self.train_overrides, self.out / folder,
@@ -213,7 +206,7 @@ class PipelinePlan:
         out = {"run_dir": str(self.out), "demo": asdict(self.settings), "sft": asdict(self.sft),
                "train": configs[0][1]}
         if len(configs) > 1:
-            first = _flat(configs[0][1])
-            out["runs"] = {folder: {k: v for k, v in _flat(cfg).items() if first.get(k) != v}
+            first = flat_keys(configs[0][1])
+            out["runs"] = {folder: {k: v for k, v in flat_keys(cfg).items() if first.get(k) != v}
                            for folder, cfg in configs}
         return out

@@ -9,6 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..io import atomic_write_text
+from .compare_training import training_lines
+from .curves import plot_learning_curves
+from .environments import env_report
+from .records import training_outcomes
+from .stats import paired_difference
+from .tables import aggregate_runs, results_markdown, score_runs, single_run_markdown
+
 
 def collect(log, methods, seeds, prefix):
     results, done = {}, {}
@@ -20,10 +28,6 @@ def collect(log, methods, seeds, prefix):
 
 
 def write_compare_report(out: Path, log, methods, seeds, s) -> None:
-    from ..io import atomic_write_text
-    from .curves import plot_learning_curves
-    from .environments import env_report
-    from .tables import aggregate_runs, results_markdown, score_runs, single_run_markdown
 
     env = env_report(s)
     fams = env.families
@@ -67,7 +71,6 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
                                    title_overall="final mean task score",
                                    title_family=f"final mean task score per {env.family_word}",
                                    metric=f"{env.label} score")]
-    from .records import training_outcomes
     lines += ["", "Training rollouts (all seeds): what the RL updates had to learn from — "
               "successes / episodes, and groups with mixed outcomes (the only ones with a "
               "non-zero advantage) / groups recorded:", "",
@@ -87,7 +90,6 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
             lines += ["Warm start before RL: ", "",
                       single_run_markdown(warm_real, fams, label="warm start"), ""]
         lines.append(results_markdown(aggregate_runs(real, fams), fams))
-    from .compare_training import training_lines
     lines += training_lines(out, methods, seeds, done, log.seconds())
     lines += ["", "Learning curves: `compare_curves.png`.", "",
               "## Time per phase (s)", "", "| phase | seconds |", "|---|---:|"]
@@ -114,7 +116,6 @@ def paired_lines(warm, held: dict[str, list[dict]], unit: str) -> list[str]:
     """Each method against the warm start and against the first method, paired on the same
     held-out tasks: per task, the success averaged over the method's seeds
     (report/stats.py paired_difference; a 95% interval that excludes 0 is beyond noise)."""
-    from .stats import paired_difference
     means = {label: per_task_mean(runs) for label, runs in held.items()}
     means = {label: m for label, m in means.items() if m}
     if not means:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from .records import read_metrics
+from .stats import paired_difference
+from .tables import mean_std
 
 
 def late_success(run_dir, frac: float = 0.5) -> Optional[float]:
@@ -43,8 +45,6 @@ def pooled_auc(run_dirs, key: str = "credit_quality/auc") -> Optional[float]:
 
 def training_lines(out: Path, methods, seeds, done: dict, seconds: dict) -> list[str]:
     """compare.md lines: late training success paired by seed, credit AUC, time."""
-    from .stats import paired_difference
-    from .tables import mean_std
     late = {}
     for label, slug, _ in methods:
         vals = {k: late_success(out / "runs" / f"{slug}-seed{k}") for k in done.get(label, [])}

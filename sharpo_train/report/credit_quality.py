@@ -9,6 +9,9 @@ import math
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..credit_quality import results_table, saved_batches, score_run
+from ..io import atomic_write_text
+from ..run_files import run_subdir
 from .records import read_metrics
 
 
@@ -70,7 +73,6 @@ def write_credit_quality_report(run_dir, methods: Optional[Sequence[str]] = None
                                 ) -> tuple[Path, str]:
     """Score every registered method (or ``methods``) on the run's saved batches and write
     the markdown table to RUN/report/credit_quality.md (or ``out``)."""
-    from ..credit_quality import results_table, saved_batches, score_run
     run_dir = Path(run_dir)
     res = score_run(run_dir, methods, n_boot=n_boot)
     steps = [p.stem.split("_")[-1] for p in saved_batches(run_dir)]
@@ -78,8 +80,6 @@ def write_credit_quality_report(run_dir, methods: Optional[Sequence[str]] = None
     text = (f"# Credit quality of {run_dir}\n\nEvery method recomputed on the same saved "
             f"batches (steps {', '.join(s.lstrip('0') or '0' for s in steps)}); "
             f"docs/credit_quality.md.\n\n{table}\n")
-    from ..io import atomic_write_text
-    from ..run_files import run_subdir
     path = Path(out) if out else run_subdir(run_dir, "report") / "credit_quality.md"
     atomic_write_text(path, text)           # a link in its place is replaced, not followed
     return path, table

@@ -7,13 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..io import atomic_write_text
+from .curves import plot_learning_curves
+from .environments import env_report
+from .explain import explain_run
+from .records import CreditRecordError, outcomes_sentence, training_outcomes
+from .stats import paired_difference, wilson_interval
+
 
 def write_demo_report(out: Path, log, s) -> dict:
     """RUN/results.md, RUN/learning_curve.png and (s.explain) RUN/credit_report.{html,png}."""
-    from ..io import atomic_write_text
-    from .curves import plot_learning_curves
-    from .records import CreditRecordError, outcomes_sentence, training_outcomes
-    from .environments import env_report
     rl_dir = out / "rl"
     sft_eval = log.result("eval_sft")
     method = (log.result("rl") or {}).get("method", "rl").upper()
@@ -22,7 +25,6 @@ def write_demo_report(out: Path, log, s) -> dict:
                          start_success=sft_eval["success"] if sft_eval else None)
     credit = None
     if s.explain:
-        from .explain import explain_run
         try:
             html_path, png_path = explain_run(rl_dir, out=out / "credit_report")
             credit = [html_path.name, png_path.name]
@@ -36,7 +38,6 @@ def write_demo_report(out: Path, log, s) -> dict:
 
 def demo_results_markdown(log, s, method: str, credit, families,
                           outcomes: str = "") -> str:
-    from .environments import env_report
     env = env_report(s)
 
     def table(before: Optional[dict], after: Optional[dict], label: str) -> list[str]:
@@ -104,7 +105,6 @@ def change_sentence(before: Optional[dict], after: dict, method: str, unit: str)
     """The success rates with their 95% Wilson intervals and, when both evaluations recorded
     per-task outcomes (eval.json "per_task"), the paired difference on the same tasks: a
     change counts as beyond noise when its paired 95% interval excludes 0 (report/stats.py)."""
-    from .stats import paired_difference, wilson_interval
 
     def rate(res: dict) -> str:
         n = int(res.get("episodes", 0))

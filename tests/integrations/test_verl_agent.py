@@ -270,6 +270,10 @@ def test_v1_route_refuses_the_same_typo():
     cfg = sharpo_settings(OmegaConf.create({"sharpo": {"lam": 0.5}}), 100)
     assert cfg["lam"] == 0.5 and cfg["max_teacher_prompt_length"] == 100 + cfg["max_hint_tokens"]
     assert sharpo_settings(OmegaConf.create({}), 10)["lam"] == 0.2
+    with pytest.raises(ValueError, match="data.max_prompt_length"):
+        sharpo_settings(OmegaConf.create({}), None)
+    assert sharpo_settings(OmegaConf.create({"sharpo": {"max_teacher_prompt_length": 64}}), None)[
+        "max_teacher_prompt_length"] == 64
 
 
 @needs_verl

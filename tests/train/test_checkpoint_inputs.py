@@ -276,3 +276,15 @@ def test_a_deep_credit_record_is_one_line_in_explain(tmp_path, trained_run, caps
     rc = main(["explain", str(run), "--step", "1"])
     err = capsys.readouterr().err
     assert rc == 2 and "nested too deeply" in err and "Traceback" not in err, err
+
+
+def test_a_group_may_hold_a_schedulers_extra_key_but_not_lack_one(two_checkpoints):
+    _, _, opt, _ = _optimizer_objects()
+    state = load_state(two_checkpoints / "checkpoints" / "step_000002")
+    for g in opt.param_groups:                 # an optimizer that no scheduler touched
+        g.pop("initial_lr", None)
+    restore_optimizer(opt, state["optimizer"])      # the saved initial_lr is simply kept
+    assert opt.param_groups[0]["initial_lr"] == state["optimizer"]["param_groups"][0]["initial_lr"]
+    del state["optimizer"]["param_groups"][0]["lr"]
+    with pytest.raises(CheckpointError, match=r"param_groups\[0\]: keys"):
+        restore_optimizer(opt, state["optimizer"])

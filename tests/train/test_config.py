@@ -344,7 +344,7 @@ def test_sft_settings_are_typed_by_the_common_loader():
 
 
 def test_demo_and_compare_settings():
-    from sharpo_train.settings import CompareConfig, DemoConfig, parse_method
+    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method
     d = load_settings(DemoConfig, None, ["train_games=6", "game_size=small", "eval_sft=false"])
     assert (d.train_games, d.game_size, d.eval_sft, d.eval_games) == (6, "small", False, 180)
     c = load_settings(CompareConfig, None, ["seeds=3,4", "methods=grpo,sharpo:0.1"])

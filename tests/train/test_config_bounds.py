@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from sharpo_train.bounded_yaml import MAX_BYTES, MAX_CHARS, MAX_DEPTH, MAX_NODES, load_yaml_text
-from sharpo_train.cli import main
 from sharpo_train.config import ConfigError, load_config, save_config
+
+from test_cli_errors import one_line_error
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "configs" / "synthetic_smoke.yaml"
@@ -49,15 +50,6 @@ def deadline():
     signal.signal(signal.SIGALRM, old)
 
 
-def one_line_exit_2(capsys, argv, *needles) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (rc, err)
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
-
-
 def test_the_bomb_is_refused_in_well_under_a_second():
     text = bomb_in_env()
     assert len(text) < 2000
@@ -87,7 +79,7 @@ def test_a_bomb_in_a_runs_config_yaml_on_resume(tmp_path, capsys, deadline):
     (run / ".sharpo-run").write_text('{"format": "sharpo-run/1"}\n')
     (run / "config.yaml").write_text(bomb_in_env())
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    one_line_exit_2(capsys, ["train", "--resume", f"run_dir={run}"], "config.yaml", "nodes")
+    one_line_error(capsys, ["train", "--resume", f"run_dir={run}"], "config.yaml", "nodes")
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
 
@@ -96,7 +88,7 @@ def test_a_bomb_in_an_override_value(capsys, tmp_path, monkeypatch, deadline):
     levels = [f"l0: &l0 [{', '.join(['1'] * 9)}]"] + \
         [f"l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * 9)}]" for k in range(1, 9)]
     value = "{" + ", ".join(levels) + "}"
-    one_line_exit_2(capsys, ["train", "--config", str(SMOKE), f"env.extra={value}"],
+    one_line_error(capsys, ["train", "--config", str(SMOKE), f"env.extra={value}"],
                     "env.extra", "nodes")
     assert list(tmp_path.iterdir()) == []
 
@@ -143,7 +135,7 @@ def test_the_node_count_is_of_the_expanded_document(monkeypatch):
 def test_a_file_over_the_size_limit_is_refused_unread(tmp_path, capsys):
     big = tmp_path / "big.yaml"
     big.write_text(SMOKE.read_text() + "#" + "x" * MAX_BYTES + "\n")
-    one_line_exit_2(capsys, ["train", "--config", str(big), f"run_dir={tmp_path / 'r'}"],
+    one_line_error(capsys, ["train", "--config", str(big), f"run_dir={tmp_path / 'r'}"],
                     "big.yaml", f"larger than {MAX_BYTES:,} bytes")
     assert not (tmp_path / "r").exists()
 

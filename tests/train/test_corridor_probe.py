@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-import sharpo_train.scoring as scoring
+import sharpo_train.envs.corridor.probe as corridor_probe
 from sharpo_train.cli import main
 from sharpo_train.envs.corridor import make_suite
 from sharpo_train.envs.corridor.demos import write_demos
@@ -45,7 +45,7 @@ def _fake_logprobs(tok, reads_hint: bool):
                                               (False, "trajectory")])
 def test_probe_separates_supported_from_contradicted_doors(monkeypatch, reads_hint, scope):
     tok = build_tokenizer()
-    monkeypatch.setattr(scoring, "tree_logprobs", _fake_logprobs(tok, reads_hint))
+    monkeypatch.setattr(corridor_probe, "tree_logprobs", _fake_logprobs(tok, reads_hint))
     tasks = make_suite({"name": "corridor", "num_eval": 4}).eval_tasks
     s = probe_corridor(torch.nn.Identity(), tok, tasks, seed=0, scope=scope).summary()
     assert s["tasks"] == 4 and s["lamp_turns"] == 12

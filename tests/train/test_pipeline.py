@@ -117,9 +117,13 @@ def _fake_run(root: Path) -> Path:
     from safetensors.torch import save_file
     import torch
     save_file({"w": torch.zeros(1)}, str(step / "policy" / "model.safetensors"))
-    size = (step / "policy" / "model.safetensors").stat().st_size
-    (step / "state.json").write_text(json.dumps({"format": "sharpo-checkpoint/1", "step": 2,
-                                                 "files": {"policy/model.safetensors": size}}))
+    save_file({}, str(step / "optimizer.safetensors"))
+    files = {rel: (step / rel).stat().st_size
+             for rel in ("policy/model.safetensors", "optimizer.safetensors")}
+    (step / "state.json").write_text(json.dumps({
+        "format": "sharpo-checkpoint/1", "step": 2, "trainer": {"step": 2, "seed": 0},
+        "scheduler": {}, "optimizer": {"state": {}, "param_groups": [{"params": []}]},
+        "files": files}))
     (root / "checkpoints" / "latest").write_text("step_000002\n")
     (root / "eval.json").write_text("{}")
     return root

@@ -15,21 +15,13 @@ from sharpo_train.errors import UsageError
 from sharpo_train.run_dir import RUN_MARKER, check_run_dir, is_sharpo_run, system_folder
 from sharpo_train.trainer import Trainer, train
 
+from test_cli_errors import one_line_error
 from test_trainer_support import small_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
 FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
         "rollout.max_turns=2", "method=grpo", "eval.at_end=false", "checkpoint.every=1"]
-
-
-def exit_2(capsys, argv, *needles) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (rc, err)
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 def snapshot(folder: Path) -> dict:
@@ -43,7 +35,7 @@ def snapshot(folder: Path) -> dict:
     ("/proc/self", "/proc"), ("/tmp", "system folder /tmp"), ("/home", "/home"),
 ])
 def test_system_folders_are_refused(path, needle, capsys):
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={path}"], "run_dir", needle)
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={path}"], "run_dir", needle)
     with pytest.raises(UsageError, match="run_dir"):
         Trainer(small_config(path))
 
@@ -53,11 +45,11 @@ def test_the_home_directory_and_a_link_to_root_are_refused(tmp_path, monkeypatch
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     assert "home directory" in system_folder("~")
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={home}"], "home directory")
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={home}"], "home directory")
     (tmp_path / "root").symlink_to("/")
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'root'}"],
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'root'}"],
            "system folder /")
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path}/a/../../../../../.."],
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path}/a/../../../../../.."],
            "system folder /")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "root"]
     assert list(home.iterdir()) == []
@@ -78,9 +70,9 @@ def foreign_folder(tmp_path) -> Path:
 def test_a_foreign_folder_is_refused_and_left_untouched(tmp_path, capsys):
     other = foreign_folder(tmp_path)
     before = snapshot(other)
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={other}", *FAST],
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={other}", *FAST],
            "run_dir", "not a sharpo run")
-    exit_2(capsys, ["train", "--config", SMOKE, "--resume", f"run_dir={other}"],
+    one_line_error(capsys, ["train", "--config", SMOKE, "--resume", f"run_dir={other}"],
            "not a sharpo run")
     with pytest.raises(UsageError, match="not a sharpo run"):
         Trainer(small_config(other, total_steps=1))
@@ -90,7 +82,7 @@ def test_a_foreign_folder_is_refused_and_left_untouched(tmp_path, capsys):
 def test_a_file_named_as_run_dir_is_refused(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={f}"], "not a directory")
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={f}"], "not a directory")
     assert f.read_text() == "x"
 
 
@@ -104,7 +96,7 @@ def test_new_and_empty_folders_work_and_get_the_marker_first(tmp_path, capsys):
         assert is_sharpo_run(run) and (run / "checkpoints" / "latest").is_file()
     # a marked run: a fresh start is refused (it holds a run), --resume continues it
     capsys.readouterr()
-    exit_2(capsys, ["train", "--config", SMOKE, f"run_dir={empty}", *FAST], "already holds a run")
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={empty}", *FAST], "already holds a run")
     assert main(["train", "--resume", f"run_dir={empty}", "total_steps=2"]) == 0
     assert (empty / "checkpoints" / "latest").read_text().strip() == "step_000002"
 
@@ -144,6 +136,6 @@ def test_demo_and_compare_refuse_system_and_foreign_folders(tmp_path, capsys):
     other = foreign_folder(tmp_path)
     before = snapshot(other)
     for cmd in ("demo", "compare"):
-        exit_2(capsys, [cmd, "--out", "/", "--quick"], "system folder /")
-        exit_2(capsys, [cmd, "--out", str(other), "--quick"], "not a sharpo demo/compare")
+        one_line_error(capsys, [cmd, "--out", "/", "--quick"], "system folder /")
+        one_line_error(capsys, [cmd, "--out", str(other), "--quick"], "not a sharpo demo/compare")
     assert snapshot(other) == before

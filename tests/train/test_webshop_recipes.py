@@ -20,7 +20,7 @@ import sharpo_train.envs.alfworld.recipe as alfworld_recipe
 import sharpo_train.envs.webshop.recipe as webshop_recipe
 from sharpo_train.envs import recipe_envs
 from sharpo_train.envs.spec import RecipeSpec
-from sharpo_train.settings import CompareConfig
+from sharpo_train.recipes.schema import CompareConfig
 
 CATEGORIES = {"beauty", "electronics", "fashion", "garden", "grocery"}
 

@@ -29,6 +29,10 @@ from typing import Sequence
 from ..turn_prompt import (HINT_TEMPLATE, TASK_PREFIX, HintStep, format_response,
                           history_lines, parse_action, parse_think, render_hint)
 
+__all__ = ["render_turn_prompt", "task_sentence", "parse_action", "parse_think",
+           "format_response", "render_hint", "HINT_TEMPLATE", "HintStep", "INTRO",
+           "FORMAT_INSTRUCTION", "DEFAULT_HISTORY_LENGTH"]
+
 DEFAULT_HISTORY_LENGTH = 2
 
 INTRO = "You are a household agent in a text version of the ALFRED environment."

@@ -2,6 +2,7 @@
 knows which turns were decisive and which door was right there, so no planner is needed.
 The labeller has the interface credit_quality.py asks of every environment's labeller."""
 from __future__ import annotations
+from . import label_episodes
 
 
 class DecisiveLabeller:
@@ -13,7 +14,6 @@ class DecisiveLabeller:
         self.stats = {"episodes": 0}
 
     def label_episodes(self, episodes) -> list[list]:
-        from . import label_episodes
         self.stats["episodes"] += len(episodes)
         return label_episodes(episodes)
 

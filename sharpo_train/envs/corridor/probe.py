@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...probe import _action_gap, _mean, auc
+from ...probe import action_gap, auc, mean_or_none
+from ...rollout import chat_prompt_ids
+from ...scoring import tree_logprobs
+from ...segments import find_spans
+from ...teacher import teacher_prompt
+from .agents import play_episode
+from .engine import TASK_TEXT, task_spec
+from .prompts import format_response, render_hint, render_turn_prompt, turn_think
 
 @dataclass
 class CorridorProbe:
@@ -29,9 +36,9 @@ class CorridorProbe:
     tasks: int = 0
 
     def summary(self) -> dict:
-        sup, con = _mean(self.supported), _mean(self.contradicted)
-        agree, dis = _mean(self.plain_agree), _mean(self.plain_disagree)
-        sup_s, con_s = _mean(self.supported_sum), _mean(self.contradicted_sum)
+        sup, con = mean_or_none(self.supported), mean_or_none(self.contradicted)
+        agree, dis = mean_or_none(self.plain_agree), mean_or_none(self.plain_disagree)
+        sup_s, con_s = mean_or_none(self.supported_sum), mean_or_none(self.contradicted_sum)
         return {"tasks": self.tasks, "lamp_turns": len(self.supported),
                 "gap_supported": sup, "gap_contradicted": con,
                 "separation": None if sup is None or con is None else sup - con,
@@ -40,8 +47,8 @@ class CorridorProbe:
                 "gap_plain_agree": agree, "gap_plain_disagree": dis,
                 "plain_separation": None if agree is None or dis is None else agree - dis,
                 "auc": auc(self.supported, self.contradicted),
-                "student_p_right": _mean(self.student_right),
-                "teacher_p_right": _mean(self.teacher_right)}
+                "student_p_right": mean_or_none(self.student_right),
+                "teacher_p_right": mean_or_none(self.teacher_right)}
 
 
 def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: int = 0,
@@ -57,12 +64,6 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
     hint as teacher.hint_scope makes it (to_turn: the peer's turns up to this one)."""
     import math
 
-    from ...rollout import chat_prompt_ids
-    from ...scoring import tree_logprobs
-    from ...teacher import teacher_prompt
-    from .agents import play_episode
-    from .engine import TASK_TEXT, task_spec
-    from .prompts import format_response, render_hint, render_turn_prompt, turn_think
 
     rng = random.Random(seed)
     out = CorridorProbe()
@@ -95,7 +96,7 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
             logps = tree_logprobs(model, seqs, counts, temperature=temperature)
         for j, (turn, door, resp) in enumerate(jobs):
             lt, ls = logps[2 * j].cpu(), logps[2 * j + 1].cpu()
-            g = _action_gap(tokenizer, lt, ls, resp)
+            g = action_gap(tokenizer, lt, ls, resp)
             if g is None:
                 continue
             lamp = spec["decisive"].get(str(turn))
@@ -114,6 +115,5 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
 
 
 def _action_span(tokenizer, response_ids: list[int]) -> tuple[int, int]:
-    from ...segments import find_spans
     s = [s for s in find_spans(tokenizer, response_ids) if s.kind == "action"][-1]
     return s.start, s.end

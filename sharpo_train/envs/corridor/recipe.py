@@ -18,6 +18,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+from ...io import atomic_write_json
+from ..spec import RecipeSpec
+from . import make_suite, settings_of
+from .demos import write_demos
+
 DEMO_AGENT = "mixed"
 
 
@@ -31,8 +36,6 @@ def env_keys(path: Path, s) -> list[str]:
 def prepare(path: Path, s, cfg) -> dict:
     """RUN/tasks.json: the settings, the lamp code and the task counts (the tasks are drawn
     from the settings; nothing else is stored)."""
-    from ...io import atomic_write_json
-    from . import make_suite, settings_of
     settings = settings_of(dict(cfg.env))
     suite = make_suite(dict(cfg.env))
     record = {"settings": asdict(settings), "code": settings.code(),
@@ -44,8 +47,6 @@ def prepare(path: Path, s, cfg) -> dict:
 def demos(path: Path, demos_path: Path, s, cfg) -> dict:
     """One expert and one random-agent episode of every training task, each with its peer
     hint (demos.write_demos, agent ``DEMO_AGENT``)."""
-    from . import make_suite
-    from .demos import write_demos
     tmp = demos_path.with_suffix(".jsonl.tmp")
     stats = write_demos(str(tmp), make_suite(dict(cfg.env)).train_tasks, agent=DEMO_AGENT,
                         seed=s.seed, history_length=cfg.rollout.history_length)
@@ -54,7 +55,6 @@ def demos(path: Path, demos_path: Path, s, cfg) -> dict:
 
 
 def heldout(path: Path, s, cfg) -> list:
-    from . import make_suite
     return make_suite(dict(cfg.env)).eval_tasks
 
 
@@ -81,7 +81,6 @@ DEFAULTS = {
 
 
 def _recipe():
-    from ..spec import RecipeSpec
     return RecipeSpec(
         tasks_phase="tasks", tasks_path="tasks.json",
         prepare=lambda path, s, cfg: prepare(path, s, cfg),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..base import Env, Observation, StepResult, Task
-from .data import PRICE_SEED, Catalogue, load_catalogue
+from .data import Catalogue, PRICE_SEED, load_catalogue, resolve_data_dir
 from .goals import human_goals, split_indices, synthetic_goals
 from .reward import reward_details
 from .search import SEARCH_RETURN_N, SearchIndex
@@ -93,7 +93,6 @@ _WORLDS_LOCK = threading.Lock()
 
 
 def get_world(data_dir=None, price_seed: int = PRICE_SEED) -> WebShopWorld:
-    from .data import resolve_data_dir
     key = (str(resolve_data_dir(data_dir)), price_seed)
     with _WORLDS_LOCK:
         if key not in _WORLDS:

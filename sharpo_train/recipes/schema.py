@@ -1,5 +1,5 @@
-"""Settings of the `sharpo demo` and `sharpo compare` recipes, read by the common loader
-(config.load_settings / apply_overrides: typed, validated, errors name the key).
+"""Settings of the `sharpo demo` and `sharpo compare` recipes, read by the settings engine
+(loader.py: load_settings / apply_overrides: typed, validated, errors name the key).
 
     DemoConfig     the ``demo.<key>`` overrides of `sharpo demo` / `sharpo compare`
     CompareConfig  DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config import ConfigError, in_range, need
-from .envs.registry import DEFAULT_ENV, recipe_envs
+from ..config import load_config
+from ..envs.registry import DEFAULT_ENV, recipe_envs
+from ..estimators import ESTIMATORS
+from ..loader import ConfigError, in_range, need
 
 GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
 
@@ -59,7 +61,6 @@ def split_method(item: str) -> tuple[str, list[str]]:
     'optim.lr=2e-3']): an arm of `sharpo compare --methods` with its own trainer settings
     (``estimator.*``, ``optim.*``, ``teacher.*``, ``loss.*``), checked by the trainer's
     config loader; a ConfigError naming the item otherwise."""
-    from .config import load_config
     base, *extras = item.strip().split("@")
     for x in extras:
         key = x.partition("=")[0].strip()
@@ -84,7 +85,6 @@ def parse_method(item: str) -> tuple[str, float | None]:
     (the config's value); 'sharpo:0.05' -> ('sharpo', 0.05)."""
     import math
 
-    from .estimators import ESTIMATORS
     item = split_method(item)[0]
     name, sep, raw = item.strip().partition(":")
     if name not in ESTIMATORS:
