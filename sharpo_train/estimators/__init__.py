@@ -116,6 +116,9 @@ def fill_episode_advantages(batch: StepBatch, params: GroupParams) -> torch.Tens
     return batch.episode_adv
 
 
+WEIGHT_SEGMENTS = ("all", "action")
+
+
 @dataclass
 class SharpoParams(GroupParams):
     """docs/method.md §4; defaults: ``sharpo_kernels.SHARPO_DEFAULTS`` (the one home)."""
@@ -125,10 +128,15 @@ class SharpoParams(GroupParams):
     rho_min: float = D.rho_min            # length factor clip
     rho_max: float = D.rho_max
     backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
+    # which segments get the teacher-gap weight w (docs/estimators.md, weight_segments):
+    # "all" (the method, §4) or "action" (deviation: reasoning segments keep w = 1)
+    weight_segments: str = "all"
 
     def validate(self) -> None:
         super().validate()
         SharpoCoefficients(self.lam, self.alpha, self.tau, self.rho_min, self.rho_max).checked()
+        need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
+             f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
              f"null (automatic) or one of {list(SEGMENT_ADVANTAGE_BACKENDS)}", self.backend)
 
@@ -145,12 +153,13 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """docs/method.md §4 via ``sharpo_kernels.segment_advantage``; mbar per trajectory
     (traj_index)."""
     base = episode_advantages(batch, cfg)[batch.traj_index]
-    has_teacher = batch.has_teacher
-    if has_teacher is None or batch.teacher_logp is None:
-        raise ValueError("sharpo: teacher log-probs are required (has_teacher, teacher_logp)")
+    # rows without a teacher are never read by the kernel; they get the student's values
+    teacher, has_teacher = teacher_fields(batch, "sharpo")
     student = batch.old_logp
-    # rows without a teacher are never read by the kernel; give them finite values
-    teacher = torch.where(has_teacher[:, None], batch.teacher_logp, student)
+    if cfg.weight_segments == "action":
+        # reasoning tokens: teacher = student, so gap_k = 0 and w_k = 1 exactly (§4);
+        # rho and the action segments are unchanged. [B, L]
+        teacher = torch.where(segment_kind_mask(batch, "think", "sharpo"), student, teacher)
     seg = segment_advantage(teacher, student, batch.segment_ids, base, has_teacher=has_teacher,
                             lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau, rho_min=cfg.rho_min,
                             rho_max=cfg.rho_max, response_mask=batch.response_mask,

@@ -395,3 +395,28 @@ def test_compare_parses_every_registered_method():
                       ("grpo:1", "no knob"), ("sdar:-1", "sdar_coef")):
         with pytest.raises(ConfigError, match=f"^--methods: .*{what}"):
             parse_methods(bad)
+
+
+# ------------------------------------------------------------------ SHARPO weight_segments
+
+def test_sharpo_weight_segments_action_keeps_w_1_on_reasoning_only():
+    """estimator.weight_segments=action: think segments get the w = 1 coefficient (the
+    value with gap 0), action segments the method's (``all``) value; rho unchanged."""
+    b = teacher_batch()
+    kw = dict(lam=1.0, alpha=0.9, tau=0.1)
+    run = lambda batch, seg: ESTIMATORS["sharpo"].fn(
+        batch, EstimatorConfig(weight_segments=seg, **kw).params("sharpo")).advantages
+    full, action_only = run(b, "all"), run(b, "action")
+    neutral = teacher_batch()
+    neutral.teacher_logp = neutral.old_logp.clone()          # gap 0 everywhere: w = 1
+    w1 = run(neutral, "all")
+    think, action = segment_kind_mask(b, "think", "t"), segment_kind_mask(b, "action", "t")
+    assert think.any() and action.any()
+    torch.testing.assert_close(action_only[think], w1[think], rtol=0, atol=1e-6)
+    torch.testing.assert_close(action_only[action], full[action], rtol=0, atol=1e-6)
+    other = ~(think | action)
+    torch.testing.assert_close(action_only[other], full[other], rtol=0, atol=1e-6)
+    # the setting matters: the full weight departs from 1 on some reasoning token
+    assert (full[think] - w1[think]).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="weight_segments"):
+        EstimatorConfig(weight_segments="think").params("sharpo").validate()
