@@ -58,6 +58,19 @@ def _model_dir(args) -> str:
     return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
+def _load_policy(args):
+    """(model_dir, model, tokenizer) of the checkpoint the probe reads (--model or --run-dir)."""
+    import torch
+
+    from sharpo_train.model import build_policy
+
+    model_dir = _model_dir(args)
+    torch.manual_seed(0)
+    model, tok = build_policy(None, weights_from=model_dir,
+                              weights_key="--model" if args.model else "--run-dir")
+    return model_dir, model, tok
+
+
 def default_games_dir() -> str:
     import os
     env = os.environ.get("ALFWORLD_DATA")
@@ -82,8 +95,6 @@ def _run_config(args):
 
 
 def run(args) -> int:
-    import torch
-
     try:
         cfg = _run_config(args)
     except (FileNotFoundError, ValueError) as exc:
@@ -108,7 +119,6 @@ def run(args) -> int:
         return 2
 
     from sharpo_train.envs.alfworld.games import FAMILIES, discover_games, task_of
-    from sharpo_train.model import build_policy
     from sharpo_train.probe import probe_teacher
 
     try:
@@ -124,10 +134,7 @@ def run(args) -> int:
                                                              limit=args.per_family)]
             except ValueError:
                 continue        # this split has no game of that family
-        model_dir = _model_dir(args)
-        torch.manual_seed(0)
-        model, tok = build_policy(None, weights_from=model_dir,
-                                 weights_key="--model" if args.model else "--run")
+        model_dir, model, tok = _load_policy(args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
         return 2
@@ -150,10 +157,7 @@ def run(args) -> int:
 
 def run_corridor(args, env_config: dict) -> int:
     """`--env corridor`: the gap on supported vs contradicted doors (probe.probe_corridor)."""
-    import torch
-
     from sharpo_train.envs import make_suite
-    from sharpo_train.model import build_policy
     from sharpo_train.envs.corridor.probe import probe_corridor
 
     try:
@@ -164,10 +168,7 @@ def run_corridor(args, env_config: dict) -> int:
         tasks = make_suite(env_config).eval_tasks[:args.tasks]
         if not tasks:
             raise ValueError("env.num_eval: the corridor settings hold no held-out task")
-        model_dir = _model_dir(args)
-        torch.manual_seed(0)
-        model, tok = build_policy(None, weights_from=model_dir,
-                                 weights_key="--model" if args.model else "--run-dir")
+        model_dir, model, tok = _load_policy(args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"sharpo probe-teacher: {exc}", file=sys.stderr)
         return 2
