@@ -10,11 +10,11 @@ from .spec import EnvSpec, resolve
 
 # name -> "module:attr" of its EnvSpec
 ENVS: dict[str, str] = {
-    "alfworld": "sharpo_train.envs.alfworld.spec:SPEC",
-    "webshop": "sharpo_train.envs.webshop.spec:SPEC",
-    "synthetic": "sharpo_train.envs.synthetic:SPEC",        # loop tests only, not a benchmark
+    "alfworld": "sharpo_train.envs.alfworld.spec:ENV_SPEC",
+    "webshop": "sharpo_train.envs.webshop.spec:ENV_SPEC",
+    "synthetic": "sharpo_train.envs.synthetic:ENV_SPEC",        # loop tests only, not a benchmark
     "signs": "sharpo_train.envs.synthetic:SIGNS_SPEC",      # learning-direction test only
-    "corridor": "sharpo_train.envs.corridor.spec:SPEC",     # credit-assignment testbed
+    "corridor": "sharpo_train.envs.corridor.spec:ENV_SPEC",     # credit-assignment testbed
 }
 DEFAULT_ENV = "alfworld"      # env.name when a config names none
 

@@ -1,10 +1,10 @@
 """What the rest of the package knows about one environment: an :class:`EnvSpec`.
 
-Each environment package declares one ``SPEC`` (``envs/<name>/spec.py``, or the module of a
+Each environment package declares one ``ENV_SPEC`` (``envs/<name>/spec.py``, or the module of a
 one-file environment) and ``envs/registry.py`` lists it by import path, so nothing else
 names an environment (docs/training.md, "Adding an environment")::
 
-    SPEC = EnvSpec(
+    ENV_SPEC = EnvSpec(
         name="counter", make_suite=make_suite, prompts=prompts,
         settings={"name": (str,), "num_train": (int, 1, 100000), "seed": (int, 0, None)},
         families=("Up", "Down"))

@@ -5,7 +5,7 @@
 and lost at ``max_steps``. Task families "Up" / "Down" (target above / below the start).
 Actions are parsed from ``<action>...</action>`` exactly as for ALFWorld; a reply without
 one is an invalid action ("Nothing happens."). Deterministic, in-process, instant, so the
-loop tests run in seconds. Registered as env.name "synthetic" (``SPEC``).
+loop tests run in seconds. Registered as env.name "synthetic" (``ENV_SPEC``).
 
 env_config keys: num_train (16), num_eval (4), max_steps (6), max_distance (2), seed (0).
 
@@ -31,7 +31,7 @@ from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
 
-# env.<key> -> (type, lo, hi) of each environment here (config.check_env reads it via SPEC)
+# env.<key> -> (type, lo, hi) of each environment here (config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
     "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000), "seed": (int, 0, None)}
@@ -179,11 +179,11 @@ def make_signs_suite(env_config: dict) -> EnvSuite:
 
 # this module is both environments' prompts (render_turn_prompt above; parse_action and
 # render_hint shared)
-SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
+ENV_SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
                settings=SETTINGS, families=("Up", "Down"), label="Counter (synthetic)")
 SIGNS_SPEC = EnvSpec(name="signs", make_suite=make_signs_suite, prompts=sys.modules[__name__],
                      settings=SIGNS_SETTINGS, families=("Signs",), label="Signs (synthetic)")
 
 __all__ = ["CounterEnv", "SignsEnv", "make_suite", "make_signs_suite", "make_tasks",
-           "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "SPEC",
+           "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "ENV_SPEC",
            "SIGNS_SPEC"]

@@ -42,7 +42,7 @@ from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
 from .prompts import (HINT_TEMPLATE, format_response, parse_action, render_hint,
                       render_turn_prompt)
 
-# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via SPEC)
+# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
     "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),

@@ -35,7 +35,7 @@ def games_overrides(path: str) -> list[str]:
     return [f"env.games_dir={games}"] + ([f"env.eval_split={split}"] if split else [])
 
 
-SPEC = EnvSpec(
+ENV_SPEC = EnvSpec(
     name="alfworld", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     nested_settings={"generate": GENERATE_SETTINGS}, families=FAMILIES,
     label="ALFWorld", family_word="task family",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..spec import EnvSpec
 from . import FAMILIES, SETTINGS, make_suite, prompts
 
-SPEC = EnvSpec(
+ENV_SPEC = EnvSpec(
     name="corridor", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     families=FAMILIES, label="Corridor", family_word="task family",
     plan_labels="sharpo_train.envs.corridor.labels:DecisiveLabeller",

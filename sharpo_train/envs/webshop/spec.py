@@ -17,7 +17,7 @@ def eval_env(env: dict) -> dict:
     return env
 
 
-SPEC = EnvSpec(
+ENV_SPEC = EnvSpec(
     name="webshop", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     families=FAMILIES, label="WebShop", family_word="product category", scored=True,
     describe_eval=describe_eval, eval_env=eval_env,
