@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from integrations.trl_support import check_step, config, needs_trl, record_steps, script_sampling, tiny_policy
+from integrations.trl_support import (check_step, config, needs_trl, record_steps, script_sampling, tiny_policy,
+                                      train_recorded)
 
 pytestmark = needs_trl
 
@@ -40,10 +41,7 @@ def test_plain_text_prompts_train(tmp_path, template):
     data = Dataset.from_list([{"prompt": f"Room {i}: get out of the room.\nAnswer:"} for i in range(8)])
     trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward_open, args=config(tmp_path),
                                 train_dataset=data, processing_class=tok)
-    steps, _ = record_steps(trainer)
-    trainer.train()
-    assert trainer.state.global_step == 3 and len(steps) == 3
-    assert sum(int(s["has_teacher"].sum()) for s in steps) > 0
+    steps, _ = train_recorded(trainer)
     for step in steps:
         assert all("<|im_start|>" not in tok.decode(p) for p in step["prompts"])   # no chat rendering
         check_step(step, tok, 4, plain=True)

@@ -6,8 +6,8 @@ full forward pass."""
 import pytest
 import torch
 
-from integrations.trl_support import (check_step, config, needs_smollm2_files, needs_trl, record_steps,
-                                      same_rows, script_sampling, tiny_policy)
+from integrations.trl_support import (check_step, config, needs_smollm2_files, needs_trl, same_rows,
+                                      script_sampling, tiny_policy, train_recorded)
 
 pytestmark = needs_trl
 
@@ -31,10 +31,7 @@ def test_single_turn_train(tmp_path):
 
     trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward_open, args=config(tmp_path),
                                 train_dataset=data, processing_class=tok)
-    steps, losses = record_steps(trainer)
-    trainer.train()
-    assert trainer.state.global_step == 3 and len(steps) == 3
-    assert sum(int(s["has_teacher"].sum()) for s in steps) > 0
+    steps, losses = train_recorded(trainer)
     for step, adv in zip(steps, losses):
         check_step(step, tok, 4)
         assert adv.dim() == 2 and same_rows(adv, step["advantages"])     # what TRL's loss received
@@ -99,10 +96,7 @@ def run_multi_turn(tmp_path, model, tok, max_steps=3):
     trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward_door,
                                 args=config(tmp_path, max_completion_length=160, max_steps=max_steps),
                                 train_dataset=data, processing_class=tok, environment_factory=DoorRoom)
-    steps, losses = record_steps(trainer)
-    trainer.train()
-    assert trainer.state.global_step == max_steps and len(steps) == max_steps
-    assert sum(int(s["has_teacher"].sum()) for s in steps) > 0
+    steps, losses = train_recorded(trainer, max_steps)
     multi = 0
     for step, adv in zip(steps, losses):
         check_step(step, tok, 4)

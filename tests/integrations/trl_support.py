@@ -106,6 +106,16 @@ def record_steps(trainer):
     return steps, losses
 
 
+def train_recorded(trainer, num_steps: int = 3):
+    """``trainer.train()`` with every step recorded (``record_steps``); checks that it ran
+    ``num_steps`` steps and that some row had a teacher. Returns (steps, losses)."""
+    steps, losses = record_steps(trainer)
+    trainer.train()
+    assert trainer.state.global_step == num_steps and len(steps) == num_steps
+    assert sum(int(s["has_teacher"].sum()) for s in steps) > 0
+    return steps, losses
+
+
 def config(tmp_path, **kw):
     from sharpo_train.integrations.trl import SharpoConfig
 
