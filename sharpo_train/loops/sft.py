@@ -22,7 +22,8 @@ from ..settings.config import ModelConfig
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
 from ..settings.loader import apply_overrides, in_range, parse_overrides, validate_settings
-from ..models.model import build_optimizer, build_policy
+from ..models.optimizer import build_optimizer
+from ..models.policy import build_policy
 from ..step.teacher import HINT_PLACEMENTS, HINT_SCOPES, teacher_text
 
 
@@ -125,7 +126,7 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  scope: str = "trajectory", env: str = DEFAULT_ENV) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message with a hint, laid out exactly as the trainer lays out a
-    teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
+    teacher prompt (step/teacher.py). The hint is the records' ``hint`` text when they carry
     one (the corridor's demos: a peer's trajectory in the environment's own hint layout),
     else the episode's own trajectory as a successful attempt (the env's render_hint), which
     needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld

@@ -377,3 +377,13 @@ def check_schema(values: dict, schema: dict, prefix: str) -> None:
             lo, hi = bounds
             need(v >= lo and (hi is None or v <= hi) and abs(v) <= INT_LIMIT, prefix + k,
                  f">= {lo}" + (f" and <= {hi}" if hi is not None else ""), v)
+
+
+def flat_keys(data: Any, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (dotted keys of nested settings)."""
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    out: dict = {}
+    for k, v in data.items():
+        out.update(flat_keys(v, f"{prefix}{k}."))
+    return out

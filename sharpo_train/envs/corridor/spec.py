@@ -8,4 +8,5 @@ ENV_SPEC = EnvSpec(
     name="corridor", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     families=FAMILIES, label="Corridor", family_word="task family",
     plan_labels="sharpo_train.envs.corridor.labels:DecisiveLabeller",
-    recipe="sharpo_train.envs.corridor.recipe:RECIPE")
+    recipe="sharpo_train.envs.corridor.recipe:RECIPE",
+    probe="sharpo_train.envs.corridor.door_probe:PROBE")

@@ -9,7 +9,8 @@ import pytest
 
 from sharpo_train.runs import metrics as logging_utils
 from sharpo_train.cli import main
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+from sharpo_train.settings.config import load_config
 from sharpo_train.errors import UsageError
 from sharpo_train.runs.metrics import MetricsLogger, check_report_to, parse_report_to
 
