@@ -204,7 +204,7 @@ class Trainer:
         episodes = self.rollout(self.sample_tasks(rng))          # G episodes per task
         batch = StepBatch.from_episodes(episodes)                 # one row per turn
         batch.meta["step"] = step                                 # for scheduled estimators
-        if self.estimator.needs_labels or cfg.teacher.oracle:     # estimators/oracle.py
+        if self.spec.exact_labels is not None:   # oracle estimators, teacher.oracle, credit record
             batch.meta[LABELS_KEY] = self.spec.load("exact_labels")(batch.episodes)
         t1 = time.perf_counter()
         self.score(batch, rng)                                    # theta_old, no gradient

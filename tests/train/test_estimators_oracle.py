@@ -157,3 +157,31 @@ def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, ext
     else:   # the saved teacher log-probs are the perfect teacher's
         batch.meta[LABELS_KEY] = label_episodes(batch.episodes)
         torch.testing.assert_close(batch.teacher_logp, perfect_teacher_logp(batch))
+
+
+def test_credit_record_and_explain_page_show_the_oracle_next_to_the_method():
+    """With exact labels on the batch, every segment of the credit record carries its
+    turn's label and perfect credit's advantage; the page's segment table shows both."""
+    from sharpo_train.credit_record import credit_record
+    from sharpo_train.report.credit_html import _segment_table
+    batch = hand_batch(spans=True)
+    batch.episode_adv = torch.tensor(A)
+    batch.teacher_of, batch.hints = [None] * 3, [None] * 3
+    out = ESTIMATORS["grpo"].fn(batch, EstimatorConfig(norm_std=False))
+
+    class Tok:
+        def decode(self, ids):
+            return "x" * len(ids)
+    rec = credit_record(1, "grpo", EstimatorConfig(), batch, out, Tok())
+    got = [(s["label"], s["advantage_oracle"]) for r in rec["groups"][0]["rollouts"]
+           for t in r["turns"] for s in t["segments"][1:]]
+    assert got == [(lab, pytest.approx(w, abs=1e-6))
+                   for lab, w in zip([x for ep in LABELS for x in ep], WANT["mask"])]
+    page = _segment_table([(1, k, s) for k, s in
+                           enumerate(rec["groups"][0]["rollouts"][1]["turns"][0]["segments"])])
+    assert "A (oracle)" in page and "wrong move" in page
+    del batch.meta[LABELS_KEY]      # no exact labels: the page is as before
+    rec = credit_record(1, "grpo", EstimatorConfig(), batch, out, Tok())
+    seg = rec["groups"][0]["rollouts"][0]["turns"][0]["segments"]
+    assert "advantage_oracle" not in seg[0]
+    assert "A (oracle)" not in _segment_table([(1, 0, seg[0])])
