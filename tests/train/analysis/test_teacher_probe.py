@@ -1,4 +1,4 @@
-"""The hint-aware warm start (sft.hinted_demos) and the teacher probe (probe.py)."""
+"""The hint-aware warm start (sft.hinted_demos) and the teacher probe (analysis/teacher_probe.py)."""
 from __future__ import annotations
 
 import json

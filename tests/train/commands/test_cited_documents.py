@@ -10,10 +10,21 @@ CITED = re.compile(r"(?<![\w/.-])(docs/[\w/.-]+\.md|[A-Z][A-Z_0-9]*\.md)\b")
 SOURCES = {".py", ".md", ".cpp", ".cu", ".h", ".txt", ".toml", ".yaml", ".yml"}
 
 
+def repository_files() -> set[str]:
+    """The checkout's files (git's list; in a copy without .git, every file outside hidden,
+    build and run-output folders)."""
+    git = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True)
+    if git.returncode == 0 and (ROOT / ".git").exists():
+        return {f for f in git.stdout.split() if (ROOT / f).is_file()}
+    skip = {"build", "dist", "runs", "games", "__pycache__"}
+    return {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*") if p.is_file()
+            and not any(part.startswith(".") or part in skip
+                        for part in p.relative_to(ROOT).parts[:-1])}
+
+
 def test_every_cited_document_is_in_the_repository():
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    paths = {f for f in files if (ROOT / f).is_file()}
+    paths = repository_files()
     names = {Path(f).name for f in paths}
     missing = []
     for f in sorted(paths):
