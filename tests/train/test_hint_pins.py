@@ -8,7 +8,9 @@ from sharpo_train.envs.corridor import prompts as corridor
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, prepend_hint
 from sharpo_train.model import build_tokenizer
 from sharpo_train.rollout import Episode, Turn, chat_prompt_ids
-from sharpo_train.teacher import render_peer_hint, teacher_prompt, teacher_text
+from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX, TASK_PREFIX
+from sharpo_train.hint import HintSettings, place_hint
+from sharpo_train.teacher import peer_hint, teacher_prompt
 
 HEAD = "A successful attempt at this task:\n"
 
@@ -47,25 +49,25 @@ def _alf_user():
 
 def test_corridor_hint_text_is_pinned():
     peer = _episode(CORRIDOR_STEPS)
-    assert render_peer_hint(corridor, peer) == HEAD + (
+    assert peer_hint(corridor, peer) == HEAD + (
         "turn 1: gold lamp -> right\nturn 2: right\nturn 3: right\nturn 4: left\n"
         "turn 5: right\nturn 6: right\nturn 7: green lamp -> left\nturn 8: right\n"
         "turn 9: right\nturn 10: brown lamp -> right")
-    assert render_peer_hint(corridor, peer, upto=2) == HEAD + "turn 1: gold lamp -> right\nturn 2: right"
+    assert peer_hint(corridor, peer, HintSettings(scope="to_turn"), turn=1) == HEAD + "turn 1: gold lamp -> right\nturn 2: right"
 
 
 def test_alfworld_hint_text_is_pinned():
-    assert render_peer_hint(alf, ALF_PEER) == HEAD + (
+    assert peer_hint(alf, ALF_PEER) == HEAD + (
         "1. go to countertop 1 -> You arrive at countertop 1. On the countertop 1, you see a "
         "spoon 1, a spoon 2, a spoon 3, a spoon 4, a spoon 5, a spoon 6, a spoon 7, a spoon 8, "
         "a spoon 9, a spoon 10, a spoon 11, a spoon 12, a spoon...\n"
         "2. (invalid action) -> Nothing happens.\n"
         "3. take mug 1 from countertop 1 -> You pick up the mug 1.\n"
         "4. go to sinkbasin 1")
-    assert render_peer_hint(alf, ALF_PEER, max_observation_chars=12) == HEAD + (
+    assert peer_hint(alf, ALF_PEER, HintSettings(max_observation_chars=12)) == HEAD + (
         "1. go to countertop 1 -> You arrive a...\n2. (invalid action) -> Nothing happ...\n"
         "3. take mug 1 from countertop 1 -> You pick up...\n4. go to sinkbasin 1")
-    assert render_peer_hint(alf, ALF_PEER, max_observation_chars=0, upto=2) == HEAD + (
+    assert peer_hint(alf, ALF_PEER, HintSettings(max_observation_chars=0, scope="to_turn"), turn=1) == HEAD + (
         "1. go to countertop 1\n2. (invalid action)")
 
 
@@ -85,11 +87,12 @@ USER_REST = ("You have taken 1 step(s) so far. Your last 1 observation(s) and ac
 
 def test_placements_and_truncation_are_pinned():
     user = _alf_user()
+    assert TASK_PREFIX.strip().lower() == TASK_LINE_PREFIX
     assert user == USER_HEAD + "\n" + USER_REST
-    assert render_peer_hint(alf, ALF_PEER, max_observation_chars=40) == HINT40
-    assert teacher_text(user, HINT40, "after_task") == (
+    assert peer_hint(alf, ALF_PEER, HintSettings(max_observation_chars=40)) == HINT40
+    assert place_hint(user, HINT40, "after_task", TASK_LINE_PREFIX) == (
         USER_HEAD + "\n\n" + HINT40 + "\n\n" + USER_REST)
-    assert teacher_text(user, HINT40, "after_observation") == user + "\n\n" + HINT40
+    assert place_hint(user, HINT40, "after_observation", TASK_LINE_PREFIX) == user + "\n\n" + HINT40
     tok = build_tokenizer()
     n = len(chat_prompt_ids(tok, user))
     cut = HEAD + "1. go to countertop 1 -> You arrive at countertop 1. On the count...\n2."
