@@ -169,6 +169,10 @@ class TeacherConfig(HintKeys):
     choice: str = "random"                # random | first: which successful peer
     max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
+    oracle: bool = False                  # the perfect teacher: gap = the env's exact label
+                                          # (+1 right / -1 wrong move, 0 elsewhere) instead
+                                          # of the hinted model's (estimators/oracle.py); a
+                                          # diagnostic ceiling, not the method
 
     def validate(self) -> None:
         super().validate()
@@ -350,6 +354,15 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
+        est = ESTIMATORS[self.method]
+        exact = get_spec(self.env["name"]).exact_labels is not None
+        need(exact or not getattr(est, "needs_labels", False), "method",
+             f"a method that needs no exact credit labels with env.name "
+             f"{self.env['name']!r} (it has none; {self.method!r} reads them)", self.method)
+        need(not self.teacher.oracle or (exact and est.needs_teacher), "teacher.oracle",
+             f"false unless the method scores a teacher and the environment has exact credit "
+             f"labels (method {self.method!r}, env.name {self.env['name']!r})",
+             self.teacher.oracle)
         need(not (self.log.credit_quality and get_spec(self.env["name"]).plan_labels is None),
              "log.credit_quality", f"false unless the environment labels its actions "
              f"(EnvSpec.plan_labels; env.name {self.env['name']!r} does not)",

@@ -3,7 +3,9 @@
 For every group and rollout: reward, success, A_i, the env fault that ended it (null when
 none), teacher (hint_from, hint), and per turn
 the user message, the response, the environment's reply, and per segment its text, length,
-gap, weight, length factor, A_i and the effective advantage A~ on its tokens.
+gap, weight, length factor, A_i and the effective advantage A~ on its tokens; where the
+environment has exact credit labels, also the turn's label and what perfect credit (the
+``oracle`` estimator, estimators/oracle.py) would give the segment.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenize
     episode_adv = batch.episode_adv.tolist()
     row_of = {(e, t): r for r, (e, t) in enumerate(zip(batch.episode, batch.turn))}
     seg = credit.segments
+    labels = batch.meta.get("credit_labels")      # exact labels [N][turns] (oracle.py), or None
     groups: dict[int, dict] = {}
     for e, ep in enumerate(episodes):
         g = groups.setdefault(ep.group, {"task_id": ep.task.id, "family": ep.task.family,
@@ -43,6 +46,11 @@ def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenize
                          "advantage_grpo": episode_adv[e],
                          "advantage": episode_adv[e] if r is None else
                          float(credit.advantages[r, span.start])}
+                if labels is not None:     # the ceiling next to the method: perfect credit
+                    lab = labels[e][t] if t < len(labels[e]) else None
+                    a = episode_adv[e]
+                    entry.update(label=lab, advantage_oracle=a if lab is not None and (
+                        (a > 0 and lab) or (a < 0 and not lab)) else 0.0)
                 if seg is not None and r is not None:
                     entry.update(gap=_num(seg.gap[r, k]), weight=_num(seg.weight[r, k]),
                                  length_factor=_num(seg.length_factor[r, k]))

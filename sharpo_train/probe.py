@@ -7,7 +7,7 @@ module measures exactly that on expert turns of an environment's games (its
 ``EnvSpec.probe`` hooks; ALFWorld: the planner's episodes):
 
 For every turn k of an expert (planner) episode of a game, with the hint = that very
-episode rendered as a successful attempt (``teacher.render_peer_hint`` layout, placed as
+episode rendered as a successful attempt (the env's ``render_hint``, hint.py; placed as
 the trainer places it: ``teacher.teacher_prompt`` with ``placement`` as
 teacher.hint_placement), and the turn prompt as the rollout writes it
 (``render_turn_prompt``):

@@ -56,6 +56,11 @@ class SFTConfig(H.HintKeys):
     hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
                                             # are used (env.name of the RL run; the recipes
                                             # set it to demo.env)
+    hint_every_turn: bool = False           # deviation option (docs/training.md): hinted copies
+                                            # of the turns a hint says nothing about too
+                                            # (the corridor's free turns), trained on their
+                                            # reasoning only, so the teacher's reasoning
+                                            # there is in distribution (no one-signed gap)
 
     def validate(self) -> None:
         super().validate()
@@ -112,9 +117,12 @@ def load_demos(path: str | Path) -> list[list[dict]]:
     return demos
 
 
+THINK_END = "</think>"      # end of a reply's reasoning segment (segments.py)
+
+
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
-                 settings: H.HintSettings = H.HINT_DEFAULTS, env: str = DEFAULT_ENV
-                 ) -> list[list[dict]]:
+                 settings: H.HintSettings = H.HINT_DEFAULTS, env: str = DEFAULT_ENV,
+                 every_turn: bool = False) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message with a hint, laid out exactly as the trainer lays out a
     teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
@@ -123,9 +131,11 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld
     demos`); episodes with neither are skipped. Records are grouped into episodes by
     ``episode`` when present, else by ``task_id``; a record with ``hint_informative``
-    false (a turn the hint says nothing about) gets no hinted copy. ``settings``: the
-    hint's placement, scope and observation cut (hint.py); scope ``to_turn``: the turn's
-    record's ``hint_to_turn`` text, else the trajectory up to and including that turn
+    false (a turn the hint says nothing about) gets no hinted copy unless ``every_turn``
+    (sft.hint_every_turn): then its copy is trained on the reply's reasoning only (up to
+    ``</think>``; ``train_chars``), not on its action. ``settings``: the hint's placement,
+    scope and observation cut (hint.py); scope ``to_turn``: the turn's record's
+    ``hint_to_turn`` text, else the trajectory up to and including that turn
     (``hint.scoped``). ``env``: the environment (its EnvSpec's ``prompts.render_hint`` and
     task line)."""
 
@@ -156,17 +166,24 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
         if not isinstance(hint, str):
             hint = render_hint(steps, max_observation_chars=settings.max_observation_chars)
         for k, r in enumerate(recs):
-            if r.get("hint_informative") is False:     # e.g. a corridor turn without a lamp
+            if r.get("hint_informative") is False and not every_turn:   # a corridor free turn
                 continue
             if to_turn:
                 hint = r.get("hint_to_turn")
                 if not isinstance(hint, str):
                     hint = render_hint(H.scoped(steps, settings.scope, k),
                                        max_observation_chars=settings.max_observation_chars)
-            user, reply = r["messages"][0], r["messages"][-1]
+            user, reply = r["messages"][0], dict(r["messages"][-1])
+            if r.get("hint_informative") is False:
+                # every_turn: the reasoning only (up to </think>), never the door the hint
+                # says nothing about, so the copy does not teach to ignore the hint
+                end = reply["content"].find(THINK_END)
+                if end < 0:
+                    continue
+                reply["train_chars"] = end + len(THINK_END)
             out.append([{"role": "user", "content": H.place_hint(
                 user["content"], hint, settings.placement, spec.task_line_prefix)},
-                        dict(reply)])
+                        reply])
     return out
 
 
@@ -187,12 +204,25 @@ def end_of_turn_ids(tokenizer) -> list[int]:
 
 def encode_example(tokenizer, messages: list[dict], eot: list[int], max_length: int
                    ) -> tuple[list[int], list[int]]:
-    """(input ids, labels) with labels = -100 except on the final assistant reply + end of turn."""
+    """(input ids, labels) with labels = -100 except on the final assistant reply + end of turn.
+    A reply with ``train_chars`` n (hinted_demos, every_turn) is trained on the tokens of its
+    first n characters only (the tokens both tokenisations share, and the one that crosses
+    the boundary), not on the rest."""
     prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    reply_ids = tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"] + eot
+    reply = messages[-1]
+    reply_ids = tokenizer(reply["content"], add_special_tokens=False)["input_ids"] + eot
     ids = prompt_ids + reply_ids
-    labels = [-100] * len(prompt_ids) + reply_ids
+    targets = list(reply_ids)
+    if reply.get("train_chars") is not None:
+        head = tokenizer(reply["content"][:reply["train_chars"]],
+                         add_special_tokens=False)["input_ids"]
+        k = 0
+        while k < min(len(head), len(reply_ids)) and head[k] == reply_ids[k]:
+            k += 1
+        k += k < len(head)          # the token across the boundary (e.g. "><") too
+        targets = reply_ids[:k] + [-100] * (len(reply_ids) - k)
+    labels = [-100] * len(prompt_ids) + targets
     if len(ids) > max_length:  # keep the end: the reply and the most recent context
         ids, labels = ids[-max_length:], labels[-max_length:]
     return ids, labels
@@ -242,7 +272,7 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
     messages = load_demos(demos_path)
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
-                                 cfg.hint_settings(), cfg.hint_env)
+                                 cfg.hint_settings(), cfg.hint_env, cfg.hint_every_turn)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)

@@ -73,6 +73,7 @@ class Estimator:
     knob: Optional[str] = None             # params field set by `name:<value>` in
                                            # `sharpo compare --methods`
     group_relative: bool = True            # starts from group-relative A_i (config check)
+    needs_labels: bool = False             # reads the env's exact credit labels (oracle.py)
     label: str = ""                        # display name in reports ("SHARPO", "GiGPO")
     knob_label: Optional[str] = None       # the knob's symbol in labels ("λ"): such a
                                            # method is always shown at a knob value (a bare
@@ -108,8 +109,8 @@ def _default(f: dataclasses.Field):
 
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True, label: Optional[str] = None,
-                       knob_label: Optional[str] = None):
+                       group_relative: bool = True, needs_labels: bool = False,
+                       label: Optional[str] = None, knob_label: Optional[str] = None):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -118,6 +119,8 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     ``has_teacher`` before calling it; ``needs_entropy``: it fills ``old_entropy``;
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
     ``group_relative``: it starts from group-relative A_i (a group of one is refused);
+    ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
+    (``meta["credit_labels"]``; estimators/oracle.py);
     ``label``: its display name (default ``name.upper()``), ``knob_label``: the knob's
     symbol in labels (``Estimator.run_label``). A name already registered is refused
     (ValueError naming it): pop it from ``ESTIMATORS`` first to replace a method."""
@@ -152,7 +155,8 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
 
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
-                                     group_relative, label or name.upper(), knob_label)
+                                     group_relative, needs_labels, label or name.upper(),
+                                     knob_label)
         return fn
     return wrap
 

@@ -129,7 +129,8 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
             raw = f"{float(raw):g}"
         except ValueError:
             raw = raw.strip()
-        shown.append(f"{short}={raw}")
+        shown.append("perfect teacher" if key.strip() == "teacher.oracle" and
+                     raw.lower() == "true" else f"{short}={raw}")
         slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
     if "(" in label:
         label = label + "".join(f", {x}" for x in shown) + ")"

@@ -142,16 +142,26 @@ def _shade_response(response: str, segments: list[dict], lam: float, scale: floa
     return "".join(out)
 
 
+def _label_text(label) -> str:
+    return {True: "right move", False: "wrong move"}.get(label, "free move")
+
+
 def _segment_table(turn_segments: list[tuple[int, int, dict]]) -> str:
+    # exact labels (the corridor): the label and perfect credit's A next to the method's
+    oracle = any("advantage_oracle" in seg for _, _, seg in turn_segments)
     rows = ["<table class='segtable'><tr><th>turn</th><th class='l'>segment</th><th>tokens</th>"
             "<th>gap</th><th>weight</th><th>length factor</th><th>A (GRPO)</th>"
-            "<th>A (SHARPO)</th></tr>"]
+            "<th>A (SHARPO)</th>" + ("<th>exact label</th><th>A (oracle)</th>" if oracle else "")
+            + "</tr>"]
     for turn_no, k, seg in turn_segments:
+        extra = (f"<td>{_label_text(seg.get('label'))}</td>"
+                 f"<td>{fmt(seg.get('advantage_oracle'))}</td>" if oracle else "")
         rows.append(
             f"<tr><td>{turn_no}</td><td class='l'>{_esc(seg['kind'])} {k}</td>"
             f"<td>{_esc(seg['num_tokens'])}</td><td>{fmt(seg.get('gap'))}</td>"
             f"<td>{fmt_plain(seg.get('weight'))}</td><td>{fmt_plain(seg.get('length_factor'))}</td>"
-            f"<td>{fmt(seg.get('advantage_grpo'))}</td><td>{fmt(seg.get('advantage'))}</td></tr>")
+            f"<td>{fmt(seg.get('advantage_grpo'))}</td><td>{fmt(seg.get('advantage'))}</td>"
+            f"{extra}</tr>")
     rows.append("</table>")
     return "".join(rows)
 

@@ -16,7 +16,7 @@ from sharpo_train.envs.corridor import make_suite
 from sharpo_train.envs.corridor.demos import write_demos
 from sharpo_train.model import build_policy, build_tokenizer
 from sharpo_train.envs.corridor.probe import probe_corridor
-from sharpo_train.sft import hinted_demos
+from sharpo_train.sft import encode_example, hinted_demos, parse_sft_overrides
 from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
 from sharpo_train.hint import HintSettings, place_hint
 
@@ -108,3 +108,29 @@ def test_cli_probe_on_a_checkpoint(tmp_path, capsys):
     assert main(["probe-teacher", "--model", str(tmp_path / "m"), "--env", "corridor",
                  "--tasks", "0"]) == 2
     assert "--tasks: expected >= 1" in capsys.readouterr().err
+
+
+def test_hint_every_turn_adds_hinted_copies_of_the_free_turns(tmp_path):
+    """sft.hint_every_turn (a deviation option): every turn gets its hinted copy, the free
+    turns included, so the hinted reply there is in the teacher's distribution."""
+    tasks = make_suite({"name": "corridor", "num_train": 3}).train_tasks
+    write_demos(str(tmp_path / "d.jsonl"), tasks, agent="expert", seed=0)
+    recs = sorted((json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()),
+                  key=lambda r: (r["episode"], r["step"]))
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0, every_turn=True,
+                       settings=HintSettings(placement="after_observation", scope="to_turn"))
+    assert len(out) == len(recs) == 30 and sum(r["hint_informative"] for r in recs) == 9
+    tok = build_tokenizer()
+    for msgs, r in zip(out, recs):
+        assert msgs[0]["content"].endswith("\n\n" + r["hint_to_turn"])
+        assert msgs[1]["content"] == r["messages"][-1]["content"]
+        # a free turn's copy trains the reasoning only, never the door
+        ids, labels = encode_example(tok, msgs, [tok.eos_token_id], 4096)
+        trained = tok.decode([t for t in labels if t != -100])
+        if r["hint_informative"]:
+            assert "train_chars" not in msgs[1] and trained.endswith("</action>" + tok.eos_token)
+        else:
+            head = msgs[1]["content"][:msgs[1]["train_chars"]]
+            assert head.endswith("</think>") and trained.startswith(head) and \
+                len(trained) <= len(head) + 1 and r["action"] not in trained, trained
+    assert parse_sft_overrides(["hint_every_turn=true"]).hint_every_turn is True
