@@ -27,10 +27,11 @@ from typing import Callable, Optional, Sequence, Union
 from .errors import ConfigError
 
 __all__ = ["HINT_TEMPLATE", "HINT_SEPARATOR", "TRUNCATION_MARK", "MIN_HINT_TOKENS",
-           "SCOPE_TRAJECTORY", "SCOPE_TO_TURN", "HINT_SCOPES", "PLACEMENT_AFTER_TASK",
-           "PLACEMENT_AFTER_OBSERVATION", "HINT_PLACEMENTS",
-           "INVALID_ACTION", "HintSettings", "HINT_DEFAULTS", "check_template", "check_max_hint_tokens", "HintKeys", "HintStep", "one_line",
-           "numbered_line", "response_line", "hint_pairs", "render_lines", "render_steps", "apply_template", "scoped",
+           "INVALID_ACTION", "SCOPE_TRAJECTORY", "SCOPE_TO_TURN", "HINT_SCOPES",
+           "PLACEMENT_AFTER_TASK", "PLACEMENT_AFTER_OBSERVATION", "HINT_PLACEMENTS",
+           "HintSettings", "HINT_DEFAULTS", "HintKeys", "check_template",
+           "check_max_hint_tokens", "HintStep", "one_line", "hint_pairs", "numbered_line",
+           "response_line", "render_lines", "render_steps", "apply_template", "scoped",
            "task_end", "place_hint", "fit_hint", "cut_hint_ids"]
 
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
@@ -199,7 +200,7 @@ def scoped(steps: Sequence, scope: str, turn: Optional[int]) -> list:
     """The peer's steps a row at ``turn`` (0-based) is shown: all of them (``trajectory``,
     or ``turn`` None), or its first ``turn + 1`` (``to_turn``)."""
     if scope not in HINT_SCOPES:
-        raise ValueError(f"hint_scope: expected one of {list(HINT_SCOPES)}, got {scope!r}")
+        raise ValueError(f"scope: expected one of {list(HINT_SCOPES)}, got {scope!r}")
     steps = list(steps)
     return steps if scope == SCOPE_TRAJECTORY or turn is None else steps[:turn + 1]
 

@@ -18,16 +18,16 @@ log-probs back into the batch. Shapes: N episodes, B rows, T teacher rows, L as 
   hint in the first user message and writes the teacher as ``prompt + hint | same
   generated tokens``. In the per-turn-row layout every row has exactly one user message,
   which starts with the task:
-  * ``"after_task"`` (default): right after the task sentence, before the history and the
+  * ``after_task`` (default): right after the task sentence, before the history and the
     current observation. The conversation's first user message is the task, so this is
     §3's layout; and every teacher row of an episode (all its turns) starts with the same
     ``template + intro + task + hint`` tokens, which shared-prefix scoring (scoring.py)
     runs once per distinct hint and group instead of once per row.
-  * ``"after_observation"``: after the whole turn prompt. Only the turn prompt is shared
+  * ``after_observation``: after the whole turn prompt. Only the turn prompt is shared
     with the student row, so from the second turn on the hint runs through the model
     once per teacher row.
-  ``teacher.hint_scope``: ``"trajectory"`` (default, docs/method.md §3) shows the peer's
-  whole trajectory to every row; ``"to_turn"`` shows row (e, t) the peer's first t + 1
+  ``teacher.hint_scope``: ``trajectory`` (default, docs/method.md §3) shows the peer's
+  whole trajectory to every row; ``to_turn`` shows row (e, t) the peer's first t + 1
   turns, so that the peer's move at the student's turn is the hint's last line
   (``hint.scoped``; the layout the corridor's warm start teaches, docs/corridor.md).
   When the teacher prompt would exceed ``max_prompt_tokens``, the hint is cut (its tail

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..hint import HINT_DEFAULTS, HINT_PLACEMENTS, HINT_SCOPES
+from ..hint import HINT_DEFAULTS, HINT_PLACEMENTS, HINT_SCOPES, PLACEMENT_AFTER_OBSERVATION
 from ._run_dir_arg import add_run_dir
 
 
@@ -108,7 +108,8 @@ def run(args) -> int:
                                else 0 if env == "corridor" else 1)
     if args.hint_placement is None:
         args.hint_placement = (cfg.teacher.hint_placement if corridor_run
-                               else "after_observation" if env == "corridor" else "after_task")
+                               else PLACEMENT_AFTER_OBSERVATION if env == "corridor"
+                               else HINT_DEFAULTS.placement)
     if args.hint_scope is None:
         args.hint_scope = cfg.teacher.hint_scope if corridor_run else HINT_DEFAULTS.scope
     if env == "corridor":

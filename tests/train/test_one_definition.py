@@ -99,3 +99,32 @@ def test_split_steps_give_the_whole_steps_statistics():
     assert split.keys() == whole.keys()
     for k in whole:
         assert split[k] == pytest.approx(whole[k], rel=1e-6, nan_ok=True), k
+
+
+def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkeypatch):
+    """Trainer.score reads in one sitting: named steps, counters returned (ScoreCounts) for
+    the metrics line, none parked in batch.meta."""
+    from sharpo_train.trainer import ScoreCounts, Trainer
+    from test_trainer_support import small_config
+
+    seen = {}
+    score = Trainer.score
+
+    def spy(self, batch, rng, step):
+        seen["counts"] = score(self, batch, rng, step)
+        seen["meta"] = dict(batch.meta)
+        return seen["counts"]
+    monkeypatch.setattr(Trainer, "score", spy)
+    trainer = Trainer(small_config(tmp_path / "run", total_steps=1))
+    try:
+        rec = trainer.step(1)
+    finally:
+        trainer.pool.close()
+        trainer.engine.close()
+        trainer.lock.release()
+    counts = seen["counts"]
+    assert isinstance(counts, ScoreCounts)
+    assert not [k for k in seen["meta"] if k.startswith(("sharpo/", "scoring/"))], seen["meta"]
+    assert rec["sharpo/teacher_rows"] == counts.teacher_rows
+    assert rec["scoring/tokens_unshared"] == counts.tokens_unshared > 0
+    assert rec["scoring/tokens_through_model"] == counts.tokens_through_model > 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...hint import SCOPE_TRAJECTORY, scoped
+from ...hint import PLACEMENT_AFTER_OBSERVATION, SCOPE_TRAJECTORY, scoped
 from ...probe import action_gap, auc, mean_or_none
 from ...rollout import chat_prompt_ids
 from ...scoring import tree_logprobs
@@ -53,7 +53,7 @@ class CorridorProbe:
 
 
 def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: int = 0,
-                   placement: str = "after_observation", max_prompt_tokens: int = 4096,
+                   placement: str = PLACEMENT_AFTER_OBSERVATION, max_prompt_tokens: int = 4096,
                    temperature: float = 1.0, scope: str = SCOPE_TRAJECTORY) -> CorridorProbe:
     """For each task: a student episode (random doors) and a successful peer (the expert:
     the right door at every lamp, random doors elsewhere) whose trajectory is the hint
