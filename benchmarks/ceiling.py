@@ -22,8 +22,8 @@ import numpy as np
 
 from sharpo_train.recipes.phases import PhaseLog
 from sharpo_train.recipes.settings import parse_methods
-from sharpo_train.report.compare import per_task_mean
-from sharpo_train.report.compare_training import late_success
+from sharpo_train.analysis.report.compare import per_task_mean
+from sharpo_train.analysis.report.compare_training import late_success
 
 
 def _boot(diff_m: np.ndarray, diff_o: np.ndarray, n_boot: int = 10000, seed: int = 0):

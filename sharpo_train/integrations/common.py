@@ -6,12 +6,12 @@
   ``prepend_hint``: a plain-text prompt (no chat template) gets the hint before its text.
   The hint's text, template and truncation are sharpo_train/hint.py's.
 - ``response_segment_ids``: segment ids of one response from its <think>/<action> spans
-  (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
+  (sharpo_train.step.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) is
-the trainer's too: sharpo_train/credit.py.
+the trainer's too: sharpo_train/step/credit.py.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import torch
 from sharpo_kernels import SharpoCoefficients
 from sharpo_train.hint import (HINT_SEPARATOR, HINT_TEMPLATE, apply_template, check_max_hint_tokens,
                                check_template, cut_hint_ids)
-from sharpo_train.segments import find_spans, segment_ids
+from sharpo_train.step.segments import find_spans, segment_ids
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:

@@ -43,7 +43,7 @@ from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
-from sharpo_train.credit import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,

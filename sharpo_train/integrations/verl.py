@@ -36,7 +36,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.credit import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids, insert_hint, left_pad,
                                               response_segment_ids)

@@ -91,7 +91,7 @@ def make_trainer(tq_fake, monkeypatch, estimator="sharpo"):
     from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
 
     import sharpo_train.integrations.verl as integ
-    from sharpo_train.model import build_policy
+    from sharpo_train.models.model import build_policy
 
     monkeypatch.setattr(trainer_base, "tq", tq_fake)
     monkeypatch.setattr(integ, "tq", tq_fake)
@@ -187,7 +187,7 @@ def test_one_step_advantages_equal_the_reference(monkeypatch):
     torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-5)
     for b, v in enumerate(got["old_log_probs"].unbind(0)):
         torch.testing.assert_close(v, old[b, :len(v)], rtol=1e-4, atol=1e-5)
-    from sharpo_train.credit import teacher_coverage      # episodes with a teacher row
+    from sharpo_train.step.credit import teacher_coverage      # episodes with a teacher row
     assert abs(metrics["sharpo/teacher_coverage"] - teacher_coverage(has, torch.tensor(ep_of))) < 1e-6
 
 
