@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..hint import HINT_DEFAULTS, HINT_PLACEMENTS, HINT_SCOPES
 from ._run_dir_arg import add_run_dir
 
 
@@ -33,12 +34,11 @@ def register(subparsers) -> None:
     p.add_argument("--history-length", type=int, default=None,
                    help="turns of history in the prompt (default: alfworld 1; corridor "
                         "the --run-dir's rollout.history_length, else 0)")
-    p.add_argument("--hint-placement", default=None,
-                   choices=["after_task", "after_observation"],
+    p.add_argument("--hint-placement", default=None, choices=list(HINT_PLACEMENTS),
                    help="where the hint goes (as the trainer's teacher.hint_placement; "
                         "default: alfworld after_task; corridor the --run-dir's, else "
                         "after_observation)")
-    p.add_argument("--hint-scope", default=None, choices=["trajectory", "to_turn"],
+    p.add_argument("--hint-scope", default=None, choices=list(HINT_SCOPES),
                    help="corridor: the hint as teacher.hint_scope makes it (default: the "
                         "--run's, else trajectory)")
     p.add_argument("--env", default=None,
@@ -101,7 +101,7 @@ def run(args) -> int:
         if args.hint_placement is None:
             args.hint_placement = cfg.teacher.hint_placement if from_run else hooks.placement
         if args.hint_scope is None:
-            args.hint_scope = cfg.teacher.hint_scope if from_run else "trajectory"
+            args.hint_scope = cfg.teacher.hint_scope if from_run else HINT_DEFAULTS.scope
         env_config = (dict(cfg.env) if cfg is not None and cfg.env.get("name") == env
                       else {"name": env})
         tasks, info = hooks.tasks(args, env_config)

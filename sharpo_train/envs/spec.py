@@ -80,7 +80,7 @@ class ProbeHooks:
     measure: Optional[Callable] = None  # (scorer, tasks, options) -> summary dict
     text: Optional[Callable] = None     # (summary, model_dir) -> the lines printed
     history_length: int = 0             # default --history-length
-    placement: str = "after_observation"  # default --hint-placement
+    placement: str = "after_observation"  # default --hint-placement (hint.HINT_PLACEMENTS)
     run_defaults: bool = False          # with --run-dir: history, placement and scope from
                                         # the run's rollout.* / teacher.*
 

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from ...hint import PLACEMENT_AFTER_TASK
 from ..base import Task
 from ..demo_files import check_out_path, write_records
 from ..spec import ProbeHooks
@@ -254,4 +255,4 @@ def _probe_reply(action: str, k: int) -> str:
 # the teacher probe's hooks (analysis/teacher_probe.py; EnvSpec.probe): real games, the
 # planner's episode of each, and a reply for any action in the expert's style
 PROBE = ProbeHooks(tasks=_probe_tasks, expert_records=_probe_records, reply=_probe_reply,
-                   history_length=1, placement="after_task")
+                   history_length=1, placement=PLACEMENT_AFTER_TASK)

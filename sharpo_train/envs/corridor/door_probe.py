@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ...hint import PLACEMENT_AFTER_OBSERVATION, SCOPE_TRAJECTORY, scoped
 from ..spec import ProbeHooks
 from . import make_suite
 from .agents import play_episode
@@ -50,8 +51,8 @@ class CorridorProbe:
 
 
 def probe_corridor(scorer, tasks, *, history_length: int = 0, seed: int = 0,
-                   placement: str = "after_observation", temperature: float = 1.0,
-                   scope: str = "trajectory") -> CorridorProbe:
+                   placement: str = PLACEMENT_AFTER_OBSERVATION, temperature: float = 1.0,
+                   scope: str = SCOPE_TRAJECTORY) -> CorridorProbe:
     """For each task: a student episode (random doors) and a successful peer (the expert:
     the right door at every lamp, random doors elsewhere) whose trajectory is the hint
     (corridor prompts.render_hint, placed as the trainer places it: teacher.teacher_prompt).
@@ -59,8 +60,8 @@ def probe_corridor(scorer, tasks, *, history_length: int = 0, seed: int = 0,
     is scored for every door with and without the hint, exactly as the trainer scores
     teacher and student (``scorer``: teacher_probe.ProbeScorer, scoring.tree_logprobs at
     ``temperature``); gap = mean over the action-span tokens of teacher - student log-prob
-    (docs/method.md §3). ``scope``: the hint as teacher.hint_scope makes it (to_turn: the
-    peer's turns up to this one)."""
+    (docs/method.md §3). ``scope``: the hint as teacher.hint_scope makes it (``hint.scoped``;
+    to_turn: the peer's turns up to this one)."""
     import math
 
     rng = random.Random(seed)
@@ -73,7 +74,7 @@ def probe_corridor(scorer, tasks, *, history_length: int = 0, seed: int = 0,
         steps = [(t.action, t.observation_after) for t in peer.turns]
         seqs, counts, jobs, history = [], [], [], []
         for k, t in enumerate(student.turns):
-            hint = render_hint(steps[:k + 1] if scope == "to_turn" else steps)
+            hint = render_hint(scoped(steps, scope, k))
             prompt = render_turn_prompt(TASK_TEXT, history, t.observation, t.admissible,
                                         history_length)
             history.append((t.observation, t.action))
@@ -149,4 +150,4 @@ def probe_text(s: dict, model_dir: str) -> str:
 # the teacher probe's hooks (EnvSpec.probe): a --run-dir of a corridor run gives the
 # history length, hint placement and scope
 PROBE = ProbeHooks(tasks=probe_tasks, measure=measure, text=probe_text, history_length=0,
-                   placement="after_observation", run_defaults=True)
+                   placement=PLACEMENT_AFTER_OBSERVATION, run_defaults=True)
