@@ -65,10 +65,13 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 @dataclass
 class LoraSettings:
     """``model.lora.*``: LoRA adapters (sharpo_train/lora.py; extra ``[lora]``). Off at rank 0."""
-    rank: int = 0                         # adapter rank r; 0: no LoRA (the model itself trains)
-    alpha: float = 16.0                   # scale alpha / r of the adapter's update
-    dropout: float = 0.0                  # dropout on the adapter's input (training passes only)
-    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # Linear layer names
+    # "aliases": other libraries' names of a key (peft's LoraConfig here), named by the
+    # unknown-key error's "did you mean" (loader.apply_overrides)
+    rank: int = field(default=0, metadata={"aliases": ("r",)})   # adapter rank r; 0: no LoRA
+    alpha: float = field(default=16.0, metadata={"aliases": ("lora_alpha",)})   # scale alpha / r
+    dropout: float = field(default=0.0, metadata={"aliases": ("lora_dropout",)})   # on the adapter's input
+    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS),
+                               metadata={"aliases": ("target_modules",)})   # Linear layer names
 
     def validate(self) -> None:
         in_range(self, "rank", 0, 65536)
@@ -127,7 +130,7 @@ class ModelConfig:
 @dataclass
 class RolloutConfig:
     tasks_per_step: int = 2               # groups per step
-    group_size: int = 4                   # G rollouts per task
+    group_size: int = field(default=4, metadata={"aliases": ("num_generations", "n")})   # G rollouts per task
     max_turns: int = 8                    # turn limit per episode (the env may stop earlier)
     max_new_tokens: int = 96              # per turn
     max_prompt_tokens: int = 2048         # history is shortened (never the task) to fit
@@ -196,7 +199,7 @@ class ScoringConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-6
+    lr: float = field(default=1e-6, metadata={"aliases": ("learning_rate",)})
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
