@@ -375,8 +375,41 @@ def config_from_dict(data: dict) -> Config:
 
 
 def load_config(path: str | Path | None = None, overrides=None) -> Config:
-    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config."""
-    return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
+    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config, with
+    the environment's own defaults (``env_defaults``) where neither set the key for it."""
+    data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
+    cfg = load_settings(Config, path, copy.deepcopy(data), default_path=DEFAULT_CONFIG_PATH)
+    return env_defaults(cfg, path if path is not None else DEFAULT_CONFIG_PATH, data)
+
+
+def env_defaults(cfg: Config, source: str | Path, data: dict) -> Config:
+    """``cfg`` with its environment's defaults (``EnvSpec.train_defaults``: e.g. the
+    corridor's turn count as ``rollout.max_turns``) on every key that is set neither by an
+    override nor by the settings file ``source`` for this environment (a file written for
+    another ``env.name``, e.g. the embedded default's ALFWorld, does not set them)."""
+    hook = get_spec(cfg.env["name"]).train_defaults
+    if hook is None:
+        return cfg
+    layers = read_yaml_layers(source)
+    file_env = DEFAULT_ENV
+    for layer in layers:
+        if isinstance(layer.get("env"), dict) and "name" in layer["env"]:
+            file_env = layer["env"]["name"]
+    given = set(flat_keys(data))
+    if file_env == cfg.env["name"]:
+        for layer in layers:
+            given |= set(flat_keys(layer))
+    todo = {k: v for k, v in hook(dict(cfg.env)).items() if k not in given}
+    if not todo:
+        return cfg
+    nested: dict = {}
+    for key, value in todo.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return validate_settings(apply_overrides(cfg, nested))
 
 
 def config_yaml(cfg: Config) -> str:

@@ -100,6 +100,11 @@ class EnvSpec:
                                             # quality (log.credit_quality, credit_quality.py):
                                             # .label_episodes(episodes) -> [N][turns] of
                                             # True/False/None, .stats dict, .close()
+    train_defaults: Optional[Callable] = None   # env config -> {dotted trainer key: value}
+                                            # (e.g. {"rollout.max_turns": 10}): what a run
+                                            # of this env gets unless the user or a settings
+                                            # file written for it sets the key
+                                            # (config.env_defaults)
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
 
