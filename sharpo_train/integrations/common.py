@@ -77,7 +77,8 @@ def prepend_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_hint_to
 def cut_hint(tokenizer, text: str, budget: int) -> Optional[list[int]]:
     """Ids of ``text``, cut to ``budget`` tokens ending with " ..." when longer; None when
     fewer than MIN_HINT_TOKENS tokens of it would remain."""
-    hint_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    # special-token text in a hint (a peer's "<|im_start|>user") is read as plain text
+    hint_ids = list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
     if len(hint_ids) > budget:
         mark = list(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
         keep = budget - len(mark)
