@@ -37,7 +37,7 @@ def test_every_schema_says_did_you_mean():
     from sharpo_train.envs.env_config import check_env_config
     from sharpo_train.envs.synthetic import make_signs_suite, make_suite
     from sharpo_train.settings.loader import check_schema, load_settings
-    from sharpo_train.sft import SFTConfig
+    from sharpo_train.loops.sft import SFTConfig
 
     cases = [
         (lambda: check_env_config({"name": "x", "sead": 1}, {"name", "seed"}, "x"), "'seed'"),
