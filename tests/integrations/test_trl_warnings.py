@@ -134,3 +134,27 @@ def test_multi_turn_hint_keeps_the_turn_structure(tmp_path, caplog):
             prompt = step["prompts"][b]
             assert tp.count(start) == prompt.count(start) and tp.count(end) == prompt.count(end)
     assert seen
+
+
+def test_docs_walk_reward_scores_smollm2_answers():
+    """The reward of docs/integrations.md's TRL walk on SmolLM2-135M-Instruct's own replies
+    (sampled at temperature 1 for "What is a + b? Answer with the number only."): it restates
+    the question before the sum, so a reward reading the first number scored none of them
+    and SHARPO never had a teacher."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    walk = doc[doc.index("## TRL"):]
+    code = textwrap.dedent(walk[walk.index("```python") + len("```python"):].split("```")[0])
+    source = code[code.index("def correct"):]
+    source = source[:source.index("\n\n")]
+    scope = {"re": re}
+    exec(source, scope)
+    replies = [("The answer is 7", "7", 1.0), ("7 + 8 = 15.", "15", 1.0),
+               ("2 + 5 = 7 I'm an AI designed to clarify your query. 5 is just 2 more than 2.", "7", 1.0),
+               ("2 + 5 = 8", "7", 0.0), ("7 + 7 = 9", "15", 0.0), ("3 + 4 = ...", "7", 0.0)]
+    got = scope["correct"]([[{"role": "assistant", "content": r}] for r, _, _ in replies],
+                           [a for _, a, _ in replies])
+    assert got == [want for _, _, want in replies]
