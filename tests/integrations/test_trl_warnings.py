@@ -77,7 +77,7 @@ def tool_turn(command):
             f'{{"name": "act", "arguments": {{"command": "{command}"}}}}\n</tool_call>')
 
 
-def multi_turn_trainer(tmp_path, length, max_steps=1):
+def multi_turn_trainer(tmp_path, length, max_steps=1, max_hint_tokens=64):
     from sharpo_train.integrations.trl import SharpoGRPOTrainer
 
     model, tok = tiny_policy()
@@ -91,7 +91,8 @@ def multi_turn_trainer(tmp_path, length, max_steps=1):
     reward = lambda environments, **kw: [1.0 if env.opened else 0.0 for env in environments]
     trainer = SharpoGRPOTrainer(model=model, reward_funcs=reward, train_dataset=chat_data(), processing_class=tok,
                                 environment_factory=DoorRoom,
-                                args=config(tmp_path, max_completion_length=length, max_steps=max_steps))
+                                args=config(tmp_path, max_completion_length=length, max_steps=max_steps,
+                                            max_hint_tokens=max_hint_tokens))
     return trainer, tok
 
 
@@ -112,7 +113,7 @@ def test_tool_results_cut_by_max_completion_length_warn(tmp_path, caplog):
 
 
 def test_multi_turn_hint_keeps_the_turn_structure(tmp_path, caplog):
-    trainer, tok = multi_turn_trainer(tmp_path, 160, max_steps=2)
+    trainer, tok = multi_turn_trainer(tmp_path, 160, max_steps=2, max_hint_tokens=256)   # the whole peer
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         steps, _ = train_recorded(trainer, 2)
     assert not warnings_of(caplog, "got its tool result")
