@@ -73,6 +73,8 @@ class Estimator:
     knob: Optional[str] = None             # params field set by `name:<value>` in
                                            # `sharpo compare --methods`
     group_relative: bool = True            # starts from group-relative A_i (config check)
+    base_advantage: bool = False           # one advantage per row: SHARPO can start from it
+                                           # (estimator.base, docs/estimators.md)
 
 
 ESTIMATORS: dict[str, Estimator] = {}
@@ -90,7 +92,7 @@ def _default(f: dataclasses.Field):
 
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True):
+                       group_relative: bool = True, base_advantage: bool = False):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -98,7 +100,9 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     keys. ``needs_teacher``: the trainer assigns teachers and fills ``teacher_logp`` /
     ``has_teacher`` before calling it; ``needs_entropy``: it fills ``old_entropy``;
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
-    ``group_relative``: it starts from group-relative A_i (a group of one is refused)."""
+    ``group_relative``: it starts from group-relative A_i (a group of one is refused);
+    ``base_advantage``: it gives every generated token of a row the same advantage, so
+    SHARPO's segment weight can start from it (``estimator.base=name``)."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a method name, got {name!r}")
     if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
@@ -125,7 +129,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
 
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
-                                     group_relative)
+                                     group_relative, base_advantage)
         return fn
     return wrap
 
@@ -137,7 +141,11 @@ class EstimatorSettings:
         """The params of ``method`` (its own dataclass) with this config's values."""
         if method not in ESTIMATORS:
             raise ValueError(f"method: expected one of {sorted(ESTIMATORS)}, got {method!r}")
-        return self._build(ESTIMATORS[method].params)
+        params = self._build(ESTIMATORS[method].params)
+        base = getattr(params, "base", None)       # SHARPO over another estimator's advantage
+        if isinstance(base, str) and base != method and base in ESTIMATORS:
+            params.base_params = self.params(base)
+        return params
 
     def _build(self, cls):
         return cls(**{k: getattr(self, k) for k in _fields(cls)})
