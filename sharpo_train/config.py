@@ -170,6 +170,10 @@ class TeacherConfig:
                                           # docs/training.md, hint placement)
     hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
                                           # or its turns up to the row's (teacher.py)
+    oracle: bool = False                  # the perfect teacher: gap = the env's exact label
+                                          # (+1 right / -1 wrong move, 0 elsewhere) instead
+                                          # of the hinted model's (estimators/oracle.py); a
+                                          # diagnostic ceiling, not the method
 
     def validate(self) -> None:
         need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
@@ -355,6 +359,15 @@ class Config:
              "optim.shared_prefix_update", "false when model.gradient_checkpointing is on (a "
              "KV cache cannot pass through checkpointed layers)", self.optim.shared_prefix_update)
         check_env(self.env)
+        est = ESTIMATORS[self.method]
+        exact = get_spec(self.env["name"]).exact_labels is not None
+        need(exact or not getattr(est, "needs_labels", False), "method",
+             f"a method that needs no exact credit labels with env.name "
+             f"{self.env['name']!r} (it has none; {self.method!r} reads them)", self.method)
+        need(not self.teacher.oracle or (exact and est.needs_teacher), "teacher.oracle",
+             f"false unless the method scores a teacher and the environment has exact credit "
+             f"labels (method {self.method!r}, env.name {self.env['name']!r})",
+             self.teacher.oracle)
         need(not (self.log.credit_quality and get_spec(self.env["name"]).plan_labels is None),
              "log.credit_quality", f"false unless the environment labels its actions "
              f"(EnvSpec.plan_labels; env.name {self.env['name']!r} does not)",

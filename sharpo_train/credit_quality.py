@@ -41,6 +41,7 @@ from .config import Config
 from .envs.base import Task
 from .envs.registry import DEFAULT_ENV, get_spec
 from .estimators import ESTIMATORS
+from .estimators.oracle import LABELS_KEY
 from .io import atomic_write_json, loads_json
 from .loader import load_settings
 from .rollout import Episode, Turn
@@ -329,14 +330,16 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
     batches (``estimator_cfg``: the run's ``estimator.*``, an EstimatorConfig) and scored:
     {method: credit_auc result | {"skipped": reason}}. Labels come from the saved files,
     else from ``labeller`` (default: the ``plan_labels`` hook of environment ``env``'s
-    EnvSpec, created on demand)."""
+    EnvSpec, created on demand). Where ``env`` has exact labels (EnvSpec.exact_labels) the
+    oracle estimators are scored too, the ceiling next to the methods; elsewhere they are
+    skipped with the reason."""
     names = list(methods) if methods else sorted(ESTIMATORS)
     for m in names:
         if m not in ESTIMATORS:
             raise ValueError(f"methods: unknown method {m!r}; known: {sorted(ESTIMATORS)}")
     parts: dict[str, list[Segments]] = {m: [] for m in names}
     skipped: dict[str, str] = {}
-    own = None
+    own = exact = None
     for k, path in enumerate(paths):
         batch, info = load_batch(path)
         labels = info.get("labels")
@@ -345,6 +348,10 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
             labels = own.label_episodes(batch.episodes)
         if not len(batch):
             continue
+        if exact is None:
+            exact = get_spec(env).exact_labels is not None and get_spec(env).load("exact_labels")
+        if exact:          # the oracle estimators' input (estimators/oracle.py)
+            batch.meta[LABELS_KEY] = exact(batch.episodes)
         offset = (k + 1) * 1_000_000
         for m in names:
             est = ESTIMATORS[m]

@@ -58,6 +58,11 @@ class SFTConfig:
     hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
                                             # are used (env.name of the RL run; the recipes
                                             # set it to demo.env)
+    hint_every_turn: bool = False           # deviation option (docs/training.md): hinted copies
+                                            # of the turns a hint says nothing about too
+                                            # (hint_informative false: the corridor's free
+                                            # turns), so the hinted reply there is in the
+                                            # teacher's distribution (issue: one-signed gap)
 
     def validate(self) -> None:
         in_range(self, "epochs", 0, 10000, lo_open=True)
@@ -122,7 +127,8 @@ def load_demos(path: str | Path) -> list[list[dict]]:
 
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  max_observation_chars: int = 200, placement: str = "after_task",
-                 scope: str = "trajectory", env: str = DEFAULT_ENV) -> list[list[dict]]:
+                 scope: str = "trajectory", env: str = DEFAULT_ENV,
+                 every_turn: bool = False) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message with a hint, laid out exactly as the trainer lays out a
     teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
@@ -131,7 +137,8 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld
     demos`); episodes with neither are skipped. Records are grouped into episodes by
     ``episode`` when present, else by ``task_id``; a record with ``hint_informative``
-    false (a turn the hint says nothing about) gets no hinted copy. ``scope="to_turn"``
+    false (a turn the hint says nothing about) gets no hinted copy unless ``every_turn``
+    (sft.hint_every_turn). ``scope="to_turn"``
     (teacher.hint_scope): the turn's record's ``hint_to_turn`` text, else the trajectory up
     to and including that turn. ``env``: the environment (its EnvSpec's
     ``prompts.render_hint`` and task line)."""
@@ -162,7 +169,7 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
             hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
                                max_observation_chars=max_observation_chars)
         for k, r in enumerate(recs):
-            if r.get("hint_informative") is False:     # e.g. a corridor turn without a lamp
+            if r.get("hint_informative") is False and not every_turn:   # a corridor free turn
                 continue
             if scope == "to_turn":
                 hint = r.get("hint_to_turn")
@@ -250,7 +257,7 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
                                  cfg.hint_max_observation_chars, cfg.hint_placement,
-                                 cfg.hint_scope, cfg.hint_env)
+                                 cfg.hint_scope, cfg.hint_env, cfg.hint_every_turn)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)

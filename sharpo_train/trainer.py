@@ -38,6 +38,7 @@ from .device import resolve_device
 from .envs import get_spec
 from .errors import UsageError
 from .estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
+from .estimators.oracle import LABELS_KEY, perfect_teacher_logp
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from .generation import logp_mismatch, make_engine
 from .io import atomic_write_json, read_jsonl
@@ -203,6 +204,8 @@ class Trainer:
         episodes = self.rollout(self.sample_tasks(rng))          # G episodes per task
         batch = StepBatch.from_episodes(episodes)                 # one row per turn
         batch.meta["step"] = step                                 # for scheduled estimators
+        if self.estimator.needs_labels or cfg.teacher.oracle:     # estimators/oracle.py
+            batch.meta[LABELS_KEY] = self.spec.load("exact_labels")(batch.episodes)
         t1 = time.perf_counter()
         self.score(batch, rng)                                    # theta_old, no gradient
         credit = self.credit(batch)                               # [B, L] advantages
@@ -279,6 +282,8 @@ class Trainer:
         batch.old_logp = pad_rows(logps[:B], batch.width)                  # [B, L]
         batch.teacher_logp, batch.has_teacher = scatter_teacher_logp(
             batch.old_logp, teachers.rows, logps[B:], teachers.neutral)     # [B, L], [B]
+        if cfg.teacher.oracle and B:          # the perfect teacher: gap = exact label
+            batch.teacher_logp = perfect_teacher_logp(batch)
         if self.ref_model is not None and B:
             batch.ref_logp = pad_rows(self._logprobs(self.ref_model, seqs[:B], counts[:B],
                                                      ScoreStats()), batch.width)

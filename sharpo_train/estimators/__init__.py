@@ -226,7 +226,7 @@ def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
 
 
 # the other methods register themselves on import (docs/estimators.md)
-from . import empg, gigpo, self_distill  # noqa: E402,F401
+from . import empg, gigpo, oracle, self_distill  # noqa: E402,F401
 
 # the estimator.* settings of the built-in methods (Config.estimator's class is rebuilt
 # from the registry when more are registered: registry.estimator_config_class)

@@ -73,6 +73,7 @@ class Estimator:
     knob: Optional[str] = None             # params field set by `name:<value>` in
                                            # `sharpo compare --methods`
     group_relative: bool = True            # starts from group-relative A_i (config check)
+    needs_labels: bool = False             # reads the env's exact credit labels (oracle.py)
     base_advantage: bool = False           # one advantage per row: SHARPO can start from it
                                            # (estimator.base, docs/estimators.md)
 
@@ -92,7 +93,8 @@ def _default(f: dataclasses.Field):
 
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True, base_advantage: bool = False):
+                       group_relative: bool = True, needs_labels: bool = False,
+                       base_advantage: bool = False):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -101,6 +103,8 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     ``has_teacher`` before calling it; ``needs_entropy``: it fills ``old_entropy``;
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
     ``group_relative``: it starts from group-relative A_i (a group of one is refused);
+    ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
+    (``meta["credit_labels"]``; estimators/oracle.py);
     ``base_advantage``: it gives every generated token of a row the same advantage, so
     SHARPO's segment weight can start from it (``estimator.base=name``)."""
     if not isinstance(name, str) or not name.strip():
@@ -129,7 +133,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
 
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
-                                     group_relative, base_advantage)
+                                     group_relative, needs_labels, base_advantage)
         return fn
     return wrap
 

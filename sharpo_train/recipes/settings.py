@@ -20,6 +20,7 @@ from typing import Optional
 
 from ..config import flat_keys, load_config
 from ..estimators import ESTIMATORS
+from ..estimators.oracle import ORACLE_LABELS
 from ..loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
                       split_override, validate_settings)
 from ..sft import SFTConfig, parse_sft_overrides
@@ -122,7 +123,8 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
         label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
         over = ["method=sharpo", f"estimator.lam={value!r}"]
     else:
-        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only",
+                 **ORACLE_LABELS}.get(name, name.upper())
         if value is None:
             label, slug, over = label, name, [f"method={name}"]
         else:
@@ -137,7 +139,8 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
             raw = f"{float(raw):g}"
         except ValueError:
             raw = raw.strip()
-        shown.append(f"{short}={raw}")
+        shown.append("perfect teacher" if key.strip() == "teacher.oracle" and
+                     raw.lower() == "true" else f"{short}={raw}")
         slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
     if "(" in label:
         label = label + "".join(f", {x}" for x in shown) + ")"

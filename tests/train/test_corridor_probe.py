@@ -16,7 +16,7 @@ from sharpo_train.envs.corridor import make_suite
 from sharpo_train.envs.corridor.demos import write_demos
 from sharpo_train.model import build_policy, build_tokenizer
 from sharpo_train.envs.corridor.probe import probe_corridor
-from sharpo_train.sft import hinted_demos
+from sharpo_train.sft import hinted_demos, parse_sft_overrides
 from sharpo_train.teacher import teacher_text
 
 _TURN = re.compile(r"Current observation \(turn (\d+) of")
@@ -107,3 +107,19 @@ def test_cli_probe_on_a_checkpoint(tmp_path, capsys):
     assert main(["probe-teacher", "--model", str(tmp_path / "m"), "--env", "corridor",
                  "--tasks", "0"]) == 2
     assert "--tasks: expected >= 1" in capsys.readouterr().err
+
+
+def test_hint_every_turn_adds_hinted_copies_of_the_free_turns(tmp_path):
+    """sft.hint_every_turn (a deviation option): every turn gets its hinted copy, the free
+    turns included, so the hinted reply there is in the teacher's distribution."""
+    tasks = make_suite({"name": "corridor", "num_train": 3}).train_tasks
+    write_demos(str(tmp_path / "d.jsonl"), tasks, agent="expert", seed=0)
+    recs = sorted((json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()),
+                  key=lambda r: (r["episode"], r["step"]))
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0, placement="after_observation",
+                       scope="to_turn", every_turn=True)
+    assert len(out) == len(recs) == 30 and sum(r["hint_informative"] for r in recs) == 9
+    for msgs, r in zip(out, recs):
+        assert msgs[0]["content"].endswith("\n\n" + r["hint_to_turn"])
+        assert msgs[1]["content"] == r["messages"][-1]["content"]
+    assert parse_sft_overrides(["hint_every_turn=true"]).hint_every_turn is True

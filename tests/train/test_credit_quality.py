@@ -191,6 +191,9 @@ def test_saved_batch_roundtrip_and_offline_scoring(tmp_path):
     direct = credit_auc(seg.coeff, seg.on_plan, seg.success, seg.rollout, seg.group)
     assert res["sharpo"]["auc"] == pytest.approx(direct["auc"])
     assert "| sharpo |" in results_table(res)
+    # an environment without exact labels (the default, ALFWorld): the oracle is skipped
+    res = score_batches([tmp_path / "batches" / "step_00007.json"], cfg, ["oracle"], n_boot=5)
+    assert "exact credit labels" in res["oracle"]["skipped"]
     # a run without teachers: teacher methods are reported as skipped, not crashed
     plain, labels2 = make_batch(3, teacher=False)
     save_batch(tmp_path / "g", 1, plain, method="grpo", labels=labels2)
