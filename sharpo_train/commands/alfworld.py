@@ -45,7 +45,7 @@ def cmd_play(args) -> int:
     split = _pick_split(args.games, args.split)
     tasks = [task_of(g) for g in discover_games(args.games, split, families=args.families)]
     if args.n:
-        from sharpo_train.evaluate import balanced_tasks
+        from sharpo_train.loops.evaluate import balanced_tasks
         tasks = balanced_tasks(tasks, args.n, f"play/{args.seed}")   # spread over families
     expert = args.expert if args.agent == "expert" else None
     act = expert_agent if args.agent == "expert" else random_agent(args.seed)

@@ -8,7 +8,7 @@ Corridor (``--env corridor``, or a ``--run-dir`` of env.name corridor: its env s
 ``--tasks`` held-out corridor tasks, the mean gap on the action tokens of the door the
 hint supports vs a door it contradicts at the lamp turns, their separation in nats (the
 warm start's check before RL: docs/corridor.md), and the same at turns without a lamp.
-See sharpo_train/probe.py."""
+See sharpo_train/analysis/teacher_probe.py."""
 from __future__ import annotations
 
 import json
@@ -54,7 +54,7 @@ def _model_dir(args) -> str:
     if args.model:
         return args.model
     from sharpo_train.recipes.phases import latest_policy
-    from sharpo_train.report.records import find_run_dir
+    from sharpo_train.analysis.report.records import find_run_dir
     return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
@@ -62,7 +62,7 @@ def _load_policy(args):
     """(model_dir, model, tokenizer) of the checkpoint the probe reads (--model or --run-dir)."""
     import torch
 
-    from sharpo_train.model import build_policy
+    from sharpo_train.models.model import build_policy
 
     model_dir = _model_dir(args)
     torch.manual_seed(0)
@@ -88,8 +88,8 @@ def _run_config(args):
     """The --run-dir's trainer config (None without --run-dir or when it has none)."""
     if not args.run_dir:
         return None
-    from sharpo_train.config import Config, load_settings
-    from sharpo_train.report.records import find_run_dir
+    from sharpo_train.settings.config import Config, load_settings
+    from sharpo_train.analysis.report.records import find_run_dir
     path = find_run_dir(args.run_dir, "--run-dir") / "config.yaml"
     return load_settings(Config, path) if path.is_file() else None
 
@@ -119,7 +119,7 @@ def run(args) -> int:
         return 2
 
     from sharpo_train.envs.alfworld.games import FAMILIES, discover_games, task_of
-    from sharpo_train.probe import probe_teacher
+    from sharpo_train.analysis.teacher_probe import probe_teacher
 
     try:
         if args.per_family < 1:

@@ -12,7 +12,7 @@ This package: the registry and the ``estimator.*`` settings (``registry.py``), G
 SHARPO (here); the other methods of the field, each as plain-tensor math plus a thin
 registered wrapper (docs/estimators.md): ``gigpo.py`` (GiGPO), ``self_distill.py`` (RLSD,
 SERL, OPSD, SDAR), ``empg.py`` (EMPG). Group statistics and the segment step statistics are
-the integrations' too: sharpo_train/credit.py.
+the integrations' too: sharpo_train/step/credit.py.
 
 An estimator reads (and never writes) these fields of the batch (batch.py; B rows,
 L = longest response, N trajectories):
@@ -44,9 +44,9 @@ import torch
 from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_advantage
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
-from ..batch import StepBatch
-from ..loader import need
-from ..credit import group_advantages, sharpo_step_stats
+from ..step.batch import StepBatch
+from ..settings.loader import need
+from ..step.credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
                        register_estimator)

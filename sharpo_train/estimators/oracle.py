@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from ..batch import StepBatch
+from ..step.batch import StepBatch
 from .registry import CreditOutput, GroupParams, register_estimator
 
 LABELS_KEY = "credit_labels"        # batch.meta key of the exact labels [N][turns]

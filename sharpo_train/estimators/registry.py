@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..loader import ConfigError, in_range
+from ..settings.loader import ConfigError, in_range
 
 __all__ = ["CreditOutput", "AuxLoss", "Estimator", "ESTIMATORS", "GroupParams",
            "register_estimator", "estimator_config_class", "EstimatorSettings"]

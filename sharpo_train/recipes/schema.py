@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import load_config
+from ..settings.config import load_config
 from ..envs.registry import DEFAULT_ENV, recipe_envs
 from ..estimators import ESTIMATORS
-from ..loader import ConfigError, in_range, need
+from ..settings.loader import ConfigError, in_range, need
 
 GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
 
