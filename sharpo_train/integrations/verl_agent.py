@@ -47,15 +47,16 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from sharpo_kernels import segment_advantage
-from sharpo_train.envs.turn_prompt import hint_pairs, one_line, parse_action
-from sharpo_train.integrations.verl import (build_segment_ids, build_teacher_batch, episode_advantages,
-                                            sharpo_metrics, sharpo_settings)
+from sharpo_kernels import SharpoCoefficients, segment_advantage
+from sharpo_train.envs.turn_prompt import parse_action
+from sharpo_train.hint import HINT_DEFAULTS, render_lines
+from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages, sharpo_settings
+from sharpo_train.step.credit import sharpo_step_stats
 
 ROW_KEY = "sharpo_row"
 BASES = ("grpo", "gigpo", "episode_grpo")      # algorithm.sharpo.base
-AGENT_KEYS = {"base": "grpo", "max_observation_chars": 200}   # verl-agent's own algorithm.sharpo.* keys
-INVALID_ACTION = "(invalid action)"
+AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
+              "max_observation_chars": HINT_DEFAULTS.max_observation_chars}
 _NEEDS_TENSORS = ("prompts", "responses", "attention_mask", "response_mask", "token_level_rewards",
                   "old_log_probs", "advantages")
 _NEEDS_NON_TENSORS = ("uid", "traj_uid", "episode_rewards")
@@ -179,17 +180,8 @@ def peer_steps(responses: list[str], anchors: Optional[list]) -> list[tuple[Opti
 
 def render_peer(steps, max_observation_chars: int) -> str:
     """The hint's body (the ``{hint}`` of the template): one numbered line per step, its
-    action and the observation that followed it (docs/method.md §3)."""
-    lines = []
-    for i, (action, obs) in enumerate(hint_pairs(steps, max_observation_chars), start=1):
-        line = f"{i}. {one_line(INVALID_ACTION if action is None else action)}"
-        obs = one_line(obs or "")
-        if obs and max_observation_chars:
-            if len(obs) > max_observation_chars:
-                obs = obs[:max_observation_chars].rstrip() + "..."
-            line += f" -> {obs}"
-        lines.append(line)
-    return "\n".join(lines)
+    action and the observation that followed it (docs/method.md §3; sharpo_train/hint.py)."""
+    return render_lines(steps, max_observation_chars)
 
 
 def _score_teacher_rows(worker_group, teacher, rows: list[int], width: int) -> torch.Tensor:
@@ -290,14 +282,14 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
     traj_index = torch.as_tensor(np.unique(traj_uid.astype(str), return_inverse=True)[1].reshape(-1),
                                  dtype=torch.long)
     seg = segment_advantage(teacher_lp, student, build_segment_ids(trainer.tokenizer, responses, T), base,
-                            has_teacher=has_teacher, lam=cfg["lam"], alpha=cfg["alpha"], tau=cfg["tau"],
-                            rho_min=cfg["rho_min"], rho_max=cfg["rho_max"], response_mask=resp_mask,
-                            traj_index=traj_index)
+                            has_teacher=has_teacher, response_mask=resp_mask, traj_index=traj_index,
+                            **SharpoCoefficients.of(cfg).kwargs())
     adv = seg.advantages                                                       # [U, T]
     if base_name == "episode_grpo":
         adv = adv + penalty[:, None] * resp_mask.float()
     b["advantages"] = adv[back_t]
     b["returns"] = adv[back_t].clone()
-    metrics.update(sharpo_metrics(seg, base, has_teacher))
+    metrics.update(sharpo_step_stats(seg, base, has_teacher, alpha=cfg["alpha"], tau=cfg["tau"],
+                                     traj_index=traj_index))
     metrics["sharpo/teacher_rows"] = float(len(rows))
     return batch, metrics
