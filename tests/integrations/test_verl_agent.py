@@ -206,13 +206,14 @@ def test_group_of_one_follows_the_engine_by_default_and_the_method_with_episode_
     """A group of one episode: verl-agent's GRPO normalises over its step rows (t6: two
     steps of equal reward, A = 0; t7: one row, A = r, verl-agent's mean 0 / std 1 rule);
     base=episode_grpo follows docs/method.md §1 (A = 0)."""
-    rows, batch, _, worker, _ = fit_step(policy, episodes=AGENT_SOLO)
+    rows, batch, _, worker, _ = fit_step(policy, episodes=AGENT_SOLO, world_size=1)
     T = batch.batch["responses"].shape[1]
     mask = batch.batch["response_mask"].float()
     torch.testing.assert_close(batch.batch["advantages"], torch.tensor([0.0, 0.0, 10.0])[:, None] * mask,
                                rtol=0, atol=1e-4)
     assert worker.calls == []                                   # the only successes of their groups
-    _, ep, m, _, _ = fit_step(policy, episodes=AGENT_SOLO, config=agent_config(base="episode_grpo"))
+    _, ep, m, _, _ = fit_step(policy, episodes=AGENT_SOLO, config=agent_config(base="episode_grpo"),
+                              world_size=1)
     assert torch.equal(ep.batch["advantages"], torch.zeros_like(mask))
     assert m["sharpo/base_abs_mean"] == 0.0
 
@@ -289,7 +290,7 @@ def test_a_base_that_is_not_one_number_per_row_is_refused(policy):
         batch.batch["advantages"][-1] *= 2.0
 
     with pytest.raises(ValueError, match="copies of one row got different grpo advantages"):
-        fit_step(policy, copies=[0], poison=copy_differs)
+        fit_step(policy, copies=[0], poison=copy_differs, world_size=1)
 
     def no_base(batch):
         batch.batch.pop("advantages")
