@@ -185,12 +185,13 @@ def build_lora_policy(cfg, run_dir: str | Path, ckpt: Optional[Path]):
         base = cfg.model.path if cfg.model.path in NAMED_MODELS else str(Path(cfg.model.path).resolve())
     else:
         saved = run_dir / BASE_DIR
-        if (saved / "config.json").is_file():
+        if ckpt is not None:             # the checkpoint's adapter applies to the saved base
             model, tokenizer = build_policy(cfg.model, weights_from=saved)
-        else:
+        else:   # a start, or a resume with no checkpoint yet: built as the first start did,
+            # so the RNG reaches the adapters' initialisation in the same state
             model, tokenizer = build_policy(cfg.model)
             check_targets(model, cfg.model.lora.targets)   # refused before anything is written
-            save_lora_base(model, tokenizer, run_dir)
+            save_lora_base(model, tokenizer, run_dir)      # kept when already there
         base = str(saved.resolve())
     apply_lora(model, cfg.model.lora, base)
     if ckpt is not None:
