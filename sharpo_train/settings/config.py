@@ -32,7 +32,8 @@ from ..hint import HintKeys
 from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
-from .loader import INT_LIMIT, check_schema, in_range, load_settings, need, validate_settings
+from .loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
+                     need, parse_overrides, read_yaml_layers, validate_settings)
 from ..runs.metrics import parse_report_to
 from ..step.losses import AGGREGATIONS, POLICY_LOSSES
 
