@@ -60,6 +60,13 @@ DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # model.py
 
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# the output head and the embeddings (names across architectures; lora.check_targets also
+# refuses whatever module a model reports as its input/output embeddings or shares a weight with)
+LORA_REFUSED_TARGETS = ("lm_head", "embed_tokens", "embed_out", "wte", "word_embeddings",
+                        "embed_in", "output_layer")
+LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and the tied "
+                    "embedding's) base weight directly, so an adapter there would never "
+                    "train; adapt the decoder's Linear layers (e.g. [q_proj, v_proj])")
 
 
 @dataclass
@@ -78,6 +85,9 @@ class LoraSettings:
         in_range(self, "dropout", 0.0, 1.0, hi_open=True)
         need(bool(self.targets) and all(t.strip() and "." not in t for t in self.targets), "targets",
              "a non-empty list of Linear layer names (e.g. [q_proj, v_proj])", self.targets)
+        head = [t for t in self.targets if t in LORA_REFUSED_TARGETS]
+        if head:
+            raise ConfigError(f"targets: {head} cannot carry a LoRA adapter: {LORA_HEAD_REASON}")
 
 
 @dataclass

@@ -80,13 +80,42 @@ def apply_lora(model, lora_cfg: Any, base: str):
 def check_targets(model, targets) -> list[str]:
     """``targets`` when each names a Linear layer of ``model``, else a UsageError naming
     ``model.lora.targets`` and the model's Linear layer names."""
+    from .config import LORA_HEAD_REASON
+
     targets = list(targets)
-    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    head = _head_names(model)
+    refused = [t for t in targets if t in head]
+    if refused:
+        raise UsageError(f"model.lora.targets: {refused} cannot carry a LoRA adapter in "
+                         f"{type(model).__name__}: {LORA_HEAD_REASON}")
+    from transformers.pytorch_utils import Conv1D        # GPT-2's linear layers (peft adapts them)
+
+    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+              if isinstance(m, (torch.nn.Linear, Conv1D))} - head
     missing = [t for t in targets if t not in linear]
     if missing:
         raise UsageError(f"model.lora.targets: {missing} name no Linear layer of {type(model).__name__} "
                          f"(its Linear layers: {sorted(linear)})")
     return targets
+
+
+def _head_names(model) -> set[str]:
+    """Last name parts of the modules LoRA may not target: the output head, the input
+    embeddings, and any module holding a weight another module shares (tied weights)."""
+    names: set[str] = set()
+    special = [m for m in (getattr(model, "get_output_embeddings", lambda: None)(),
+                           getattr(model, "get_input_embeddings", lambda: None)()) if m is not None]
+    owners: dict[int, list[str]] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if any(m is s for s in special):
+            names.add(name.rsplit(".", 1)[-1])
+        w = getattr(m, "weight", None)
+        if isinstance(w, torch.Tensor) and name:
+            owners.setdefault(id(w), []).append(name.rsplit(".", 1)[-1])
+    for parts in owners.values():
+        if len(set(parts)) > 1:
+            names.update(parts)
+    return names
 
 
 def adapter_state_dict(model) -> dict[str, torch.Tensor]:
