@@ -57,6 +57,10 @@ __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_value", "parse_ov
 MAX_GROUP_SIZE = 1024
 _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # model.py _DTYPES
+# transformers' attention implementations (one that is not installed, e.g. flash-attn, is
+# refused when the model is built: model.build_policy)
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
+                        "flex_attention")
 
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -81,7 +85,7 @@ class LoraSettings:
         in_range(self, "rank", 0, 65536)
         if self.rank == 0:
             return
-        in_range(self, "alpha", 0.0, lo_open=True)
+        in_range(self, "alpha", 0.0, 4096.0, lo_open=True)   # the update's scale is alpha / r
         in_range(self, "dropout", 0.0, 1.0, hi_open=True)
         need(bool(self.targets) and all(t.strip() and "." not in t for t in self.targets), "targets",
              "a non-empty list of Linear layer names (e.g. [q_proj, v_proj])", self.targets)
@@ -127,8 +131,8 @@ class ModelConfig:
                  f"a multiple of num_heads ({self.num_heads})", self.hidden_size)
         need(self.path is None or self.path.strip() != "", "path", "a directory or null", self.path)
         need(self.dtype in DTYPES, "dtype", f"one of {list(DTYPES)}", self.dtype)
-        need(bool(self.attn_implementation.strip()), "attn_implementation", "a name",
-             self.attn_implementation)
+        need(self.attn_implementation in ATTN_IMPLEMENTATIONS, "attn_implementation",
+             f"one of {list(ATTN_IMPLEMENTATIONS)}", self.attn_implementation)
         need(bool(_DEVICE_RE.match(self.device)), "device", "auto, cpu, cuda or cuda:N",
              self.device)
         in_range(self, "cpu_threads", 1, 1024, nullable=True)
@@ -224,7 +228,7 @@ class OptimConfig:
         in_range(self, "weight_decay", 0, 10)
         in_range(self, "beta1", 0, 1, hi_open=True)
         in_range(self, "beta2", 0, 1, hi_open=True)
-        in_range(self, "grad_clip", 0, lo_open=True)
+        in_range(self, "grad_clip", 0, 1e6, lo_open=True)
         in_range(self, "micro_batch_size", 1, 65536)
         in_range(self, "ppo_epochs", 1, 100)
         in_range(self, "mini_batches", 1, 4096)

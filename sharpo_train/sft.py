@@ -69,7 +69,7 @@ class SFTConfig:
         in_range(self, "warmup_steps", 0, 10 ** 7)
         in_range(self, "weight_decay", 0, 10)
         in_range(self, "max_length", 2, 1 << 20)
-        in_range(self, "grad_clip", 0)          # 0: no clipping
+        in_range(self, "grad_clip", 0, 1e6)     # 0: no clipping
         in_range(self, "seed", 0)
         in_range(self, "log_every", 1)
         in_range(self, "threads", 0, 1024)

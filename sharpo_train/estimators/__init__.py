@@ -45,7 +45,7 @@ from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_adv
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..batch import StepBatch
-from ..loader import need
+from ..loader import in_range, need
 from ..credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
@@ -134,6 +134,9 @@ class SharpoParams(GroupParams):
 
     def validate(self) -> None:
         super().validate()
+        # beyond these, tanh(gap / 2 tau) is 0 and rho never clips: SHARPO would silently be GRPO
+        in_range(self, "tau", 0, 1000, lo_open=True)
+        in_range(self, "rho_max", 0, 1000, lo_open=True)
         SharpoCoefficients(self.lam, self.alpha, self.tau, self.rho_min, self.rho_max).checked()
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)

@@ -15,6 +15,7 @@ the hint constants are the trainer's too: sharpo_train/credit.py.
 from __future__ import annotations
 
 import math
+import string
 from typing import Optional, Sequence
 
 import torch
@@ -160,6 +161,17 @@ def check_sharpo_settings(c) -> None:
         raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {c.max_hint_tokens}")
     if not isinstance(c.hint_template, str) or "{hint}" not in c.hint_template:
         raise ValueError("hint_template: must be a string containing '{hint}'")
+    try:    # fields read before any formatting: a width ({hint:>3000000000}) would allocate
+        fields = [(name, spec, conv) for _, name, spec, conv in
+                  string.Formatter().parse(c.hint_template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"hint_template: not a format string ({exc}); literal braces are "
+                         f"doubled: '{{{{' '}}}}'") from None
+    bad = [f"{{{n}{'!' + cv if cv else ''}{':' + sp if sp else ''}}}"
+           for n, sp, cv in fields if n != "hint" or sp or cv]
+    if bad:
+        raise ValueError(f"hint_template: {bad[0]!r}: only a plain {{hint}} field may be used "
+                         f"(no format spec or conversion; literal braces doubled: '{{{{' '}}}}')")
     try:
         c.hint_template.format(hint="")
     except (KeyError, IndexError, ValueError) as exc:

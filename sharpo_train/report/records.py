@@ -146,12 +146,16 @@ def find_run_dir(path: str | Path, arg: str = "RUN_DIR") -> Path:
     (config.yaml, metrics.jsonl or checkpoints/), else the RL run of a `sharpo demo`
     directory (``path/rl``). FileNotFoundError naming ``arg`` and ``path`` otherwise (a `sharpo compare`
     directory lists its runs in the message)."""
+    from ..run_files import refuse_special_files
+
     p = Path(path)
     if not p.is_dir():
         raise FileNotFoundError(f"{arg}: {p}: no such run directory")
     if _is_run_dir(p):
+        refuse_special_files(p)         # a fifo there would hang the reader
         return p
     if _is_run_dir(p / "rl"):
+        refuse_special_files(p / "rl")
         return p / "rl"
     runs = sorted(d.name for d in (p / "runs").iterdir() if _is_run_dir(d)) \
         if (p / "runs").is_dir() else []
