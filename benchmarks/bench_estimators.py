@@ -13,11 +13,11 @@ import time
 
 import torch
 
-from sharpo_train.batch import StepBatch
+from sharpo_train.step.batch import StepBatch
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
-from sharpo_train.rollout import Episode, Turn
-from sharpo_train.segments import Span
+from sharpo_train.step.rollout import Episode, Turn
+from sharpo_train.step.segments import Span
 
 
 def synthetic_batch(tasks: int, group: int, turns: int, tokens: int, seed: int = 0) -> StepBatch:

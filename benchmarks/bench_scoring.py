@@ -18,8 +18,8 @@ import time
 import pytest
 import torch
 
-from sharpo_train.model import build_policy
-from sharpo_train.scoring import ScoreStats, tree_logprobs
+from sharpo_train.models.model import build_policy
+from sharpo_train.step.scoring import ScoreStats, tree_logprobs
 
 G, PROMPT, HINT, RESPONSE, HINTS = 8, 500, 1000, 2000, 2
 MODEL = {"hidden_size": 256, "intermediate_size": 1024, "num_layers": 2, "num_heads": 4,

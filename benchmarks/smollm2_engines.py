@@ -18,9 +18,9 @@ def main() -> None:
 
     from sharpo_train.generation.hf import HFEngine
     from sharpo_train.generation.vllm_engine import VLLMEngine
-    from sharpo_train.model import build_policy
-    from sharpo_train.rollout import chat_prompt_ids
-    from sharpo_train.scoring import tree_logprobs
+    from sharpo_train.models.model import build_policy
+    from sharpo_train.step.rollout import chat_prompt_ids
+    from sharpo_train.step.scoring import tree_logprobs
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 16
     new = int(sys.argv[2]) if len(sys.argv) > 2 else 32

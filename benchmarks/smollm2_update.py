@@ -13,8 +13,8 @@ import time
 def main() -> None:
     import torch
 
-    from sharpo_train.model import build_policy
-    from sharpo_train.update import policy_logprobs
+    from sharpo_train.models.model import build_policy
+    from sharpo_train.step.update import policy_logprobs
 
     torch.set_num_threads(2)
     rows, plen, rlen = 8, 256, 32

@@ -18,9 +18,9 @@ import argparse
 import dataclasses
 import sys
 
-from sharpo_train.config import Config, load_settings
-from sharpo_train.credit_quality import (PROFILE_CLASSES, load_batch, saved_batches,
-                                         weight_profile)
+from sharpo_train.settings.config import Config, load_settings
+from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, load_batch, saved_batches,
+                                                  weight_profile)
 from sharpo_train.envs.registry import get_spec
 from sharpo_train.estimators import ESTIMATORS
 

@@ -40,14 +40,14 @@ def cmd_play(args) -> int:
     from sharpo_train.envs.alfworld.evaluate import (expert_agent, format_table, play,
                                                      random_agent, records_to_json, success_table)
     from sharpo_train.envs.alfworld.games import discover_games, task_of
-    from sharpo_train.outputs import check_out_file, write_out_json
+    from sharpo_train.runs.outputs import check_out_file, write_out_json
     if args.json:
         check_out_file(args.json, "--json", args.force)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)
     tasks = [task_of(g) for g in discover_games(args.games, split, families=args.families)]
     if args.n:
-        from sharpo_train.evaluate import balanced_tasks
+        from sharpo_train.loops.evaluate import balanced_tasks
         tasks = balanced_tasks(tasks, args.n, f"play/{args.seed}")   # spread over families
     expert = args.expert if args.agent == "expert" else None
     act = expert_agent if args.agent == "expert" else random_agent(args.seed)
@@ -89,7 +89,7 @@ def cmd_generate(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.alfworld.demos import write_demos
-    from sharpo_train.outputs import check_out_file
+    from sharpo_train.runs.outputs import check_out_file
     check_out_file(args.out, "--out", args.force)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)

@@ -54,10 +54,10 @@ def plan(args) -> tuple:
     """(config, weights, out path or None) for the arguments; a user error (ConfigError,
     FileNotFoundError, FileExistsError) names the argument, before anything is loaded or
     written."""
-    from ..checkpoint import latest_checkpoint
-    from ..config import load_config
+    from ..runs.checkpoint import latest_checkpoint
+    from ..settings.config import load_config
     from ..envs.registry import get_spec
-    from ..report.records import find_run_dir
+    from ..analysis.report.records import find_run_dir
 
     overrides = list(args.overrides)
     weights, out, base = args.model, args.out, args.config
@@ -83,20 +83,20 @@ def plan(args) -> tuple:
     if args.model and not Path(args.model).is_dir():
         raise FileNotFoundError(f"--model: {args.model} is not a directory")
     if args.model:          # safetensors weights only (a pickle-only directory is refused)
-        from ..lora import is_adapter_dir
-        from ..model import check_weights_dir
+        from ..models.lora import is_adapter_dir
+        from ..models.model import check_weights_dir
         if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
             check_weights_dir(args.model, "--model")
     if args.out is not None:        # a folder, a link, a system path, or exists without --force
-        from ..outputs import check_out_file
+        from ..runs.outputs import check_out_file
         check_out_file(args.out, "--out", args.force)
     return cfg, weights, out
 
 
 def run(args) -> int:
-    from ..evaluate import evaluate_checkpoint
+    from ..loops.evaluate import evaluate_checkpoint
     from ..io import clean
-    from ..outputs import create_exclusive, write_out_json
+    from ..runs.outputs import create_exclusive, write_out_json
     from ..recipes.phases import quiet_transformers
 
     cfg, weights, out = plan(args)      # user errors: one line, exit 2 (cli.py)

@@ -8,7 +8,7 @@ Corridor (``--env corridor``, or a ``--run-dir`` of env.name corridor: its env s
 ``--tasks`` held-out corridor tasks, the mean gap on the action tokens of the door the
 hint supports vs a door it contradicts at the lamp turns, their separation in nats (the
 warm start's check before RL: docs/corridor.md), and the same at turns without a lamp.
-See sharpo_train/probe.py."""
+See sharpo_train/analysis/teacher_probe.py."""
 from __future__ import annotations
 
 import sys
@@ -57,7 +57,7 @@ def _model_dir(args) -> str:
             return str(named_model_dir(args.model))     # the trainer's named models
         return args.model
     from sharpo_train.recipes.phases import latest_policy
-    from sharpo_train.report.records import find_run_dir
+    from sharpo_train.analysis.report.records import find_run_dir
     return str(latest_policy(find_run_dir(args.run_dir, "--run-dir")))
 
 
@@ -65,7 +65,7 @@ def _load_policy(args):
     """(model_dir, model, tokenizer) of the checkpoint the probe reads (--model or --run-dir)."""
     import torch
 
-    from sharpo_train.model import build_policy
+    from sharpo_train.models.model import build_policy
 
     model_dir = _model_dir(args)
     torch.manual_seed(0)
@@ -91,8 +91,8 @@ def _run_config(args):
     """The --run-dir's trainer config (None without --run-dir or when it has none)."""
     if not args.run_dir:
         return None
-    from sharpo_train.config import Config, load_settings
-    from sharpo_train.report.records import find_run_dir
+    from sharpo_train.settings.config import Config, load_settings
+    from sharpo_train.analysis.report.records import find_run_dir
     from sharpo_train.errors import ConfigError, UsageError
     path = find_run_dir(args.run_dir, "--run-dir") / "config.yaml"
     if not path.is_file():
@@ -105,7 +105,7 @@ def _run_config(args):
 
 
 def run(args) -> int:
-    from sharpo_train.outputs import check_out_file
+    from sharpo_train.runs.outputs import check_out_file
     try:
         if args.json:
             check_out_file(args.json, "--json", args.force)
@@ -132,7 +132,7 @@ def run(args) -> int:
         return 2
 
     from sharpo_train.envs.alfworld.games import FAMILIES, discover_games, task_of
-    from sharpo_train.probe import probe_teacher
+    from sharpo_train.analysis.teacher_probe import probe_teacher
 
     try:
         if args.per_family < 1:
@@ -164,7 +164,7 @@ def run(args) -> int:
           f"{fmt(s['gap_random_mean'])}, AUC {s['auc'] if s['auc'] is None else round(s['auc'], 3)}"
           + (f" (95% bootstrap over games {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
     if args.json:
-        from sharpo_train.outputs import write_out_json
+        from sharpo_train.runs.outputs import write_out_json
         write_out_json(args.json, s)
     return 0
 
@@ -192,7 +192,7 @@ def run_corridor(args, env_config: dict) -> int:
               "scope": args.hint_scope})
     print(corridor_probe_text(s, model_dir))
     if args.json:
-        from sharpo_train.outputs import write_out_json
+        from sharpo_train.runs.outputs import write_out_json
         write_out_json(args.json, s)
     return 0
 

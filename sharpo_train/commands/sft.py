@@ -1,7 +1,7 @@
 """`sharpo sft --demos FILE.jsonl --out DIR [key=value ...]`: warm start the policy on
 expert demonstrations (loss on assistant tokens only) and save a checkpoint that
 `model.path=DIR` starts RL from. Keys: epochs, max_steps, batch_size, lr, warmup_steps,
-max_length, seed, threads, model.<key> (sharpo_train/sft.py: SFTConfig; model.<key> as for
+max_length, seed, threads, model.<key> (sharpo_train/loops/sft.py: SFTConfig; model.<key> as for
 `sharpo train`). Settings are checked before anything is loaded or written."""
 from __future__ import annotations
 
@@ -23,18 +23,18 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from sharpo_train.errors import UsageError
-    from sharpo_train.sft import load_demos, parse_sft_overrides, run_sft
+    from sharpo_train.loops.sft import load_demos, parse_sft_overrides, run_sft
 
-    from sharpo_train.outputs import check_out_dir
+    from sharpo_train.runs.outputs import check_out_dir
 
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
     check_out_dir(args.out, "--out", args.force)
     load_demos(args.demos)                      # a missing or malformed file, before loading
-    from sharpo_train.model import NAMED_MODELS
+    from sharpo_train.models.model import NAMED_MODELS
     if cfg.model.path is not None and not Path(cfg.model.path).is_dir() and \
             cfg.model.path not in NAMED_MODELS:         # a named model (model.py)
         raise UsageError(f"model.path: no such directory {cfg.model.path!r}")
-    from sharpo_train.model import check_tiny_model_fits, check_weights_dir
+    from sharpo_train.models.model import check_tiny_model_fits, check_weights_dir
     if cfg.model.path is None:           # the tiny model: it must fit in the memory free now
         check_tiny_model_fits(cfg.model)
     elif cfg.model.path not in NAMED_MODELS:       # safetensors weights only, never pickle

@@ -39,10 +39,10 @@ def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
     the key, option or path on a user error. Creates nothing. ``check=False``
     (--print-config): the settings only, not the run directory, paths or device."""
-    from ..config import load_config, resume_config
-    from ..loader import OverrideText, coerce, parse_overrides
+    from ..settings.config import load_config, resume_config
+    from ..settings.loader import OverrideText, coerce, parse_overrides
     from ..errors import UsageError
-    from ..run_dir import check_run_dir
+    from ..runs.run_dir import check_run_dir
 
     resolve_run_dir(args, overrides=args.overrides)     # --run-dir vs run_dir=: one value
     data = parse_overrides(args.overrides)
@@ -76,7 +76,7 @@ def check_paths_and_device(cfg) -> None:
     unless they are to be generated)."""
     from ..envs.registry import get_spec
     from ..errors import UsageError
-    from ..model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
+    from ..models.model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
@@ -106,11 +106,11 @@ def check_paths_and_device(cfg) -> None:
 
 def run(args) -> int:
     if args.print_config:
-        from ..config import config_yaml
+        from ..settings.config import config_yaml
         print(config_yaml(plan(args, check=False)), end="")
         return 0
     cfg = plan(args)
-    from ..trainer import train
+    from ..loops.trainer import train
     run_dir = train(cfg)
     print(f"run directory: {run_dir}")
     return 0

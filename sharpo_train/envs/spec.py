@@ -100,6 +100,10 @@ class EnvSpec:
                                             # quality (log.credit_quality, credit_quality.py):
                                             # .label_episodes(episodes) -> [N][turns] of
                                             # True/False/None, .stats dict, .close()
+    exact_labels: Optional[str] = None      # "module:attr" -> fn(episodes) -> [N][turns] of
+                                            # True/False/None: *exact* credit labels, read by
+                                            # the oracle estimators and teacher.oracle
+                                            # (estimators/oracle.py); None: the env has none
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
 

@@ -15,7 +15,7 @@ Following the sign moves to the next room; the other way ends the episode (rewar
 following every sign wins (reward 1). The optimal policy is known (follow the sign), a
 format-only policy that picks at random wins 2**-num_signs of its episodes, and a failed
 episode holds right steps before its one wrong step: the case segment-level credit is
-for. Used by the learning-direction test (tests/train/test_learning_direction.py).
+for. Used by the learning-direction test (tests/train/loops/test_learning_direction.py).
 Registered as env.name "signs" (``SIGNS_SPEC``).
 env_config keys: num_train (16), num_eval (8), num_signs (3), seed (0).
 """

@@ -12,7 +12,7 @@ This package: the registry and the ``estimator.*`` settings (``registry.py``), G
 SHARPO (here); the other methods of the field, each as plain-tensor math plus a thin
 registered wrapper (docs/estimators.md): ``gigpo.py`` (GiGPO), ``self_distill.py`` (RLSD,
 SERL, OPSD, SDAR), ``empg.py`` (EMPG). Group statistics and the segment step statistics are
-the integrations' too: sharpo_train/credit.py.
+the integrations' too: sharpo_train/step/credit.py.
 
 An estimator reads (and never writes) these fields of the batch (batch.py; B rows,
 L = longest response, N trajectories):
@@ -44,9 +44,9 @@ import torch
 from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_advantage
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
-from ..batch import StepBatch
-from ..loader import in_range, need
-from ..credit import group_advantages, sharpo_step_stats
+from ..step.batch import StepBatch
+from ..settings.loader import in_range, need
+from ..step.credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
                        register_estimator)
@@ -190,7 +190,7 @@ def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
 
 
 # the other methods register themselves on import (docs/estimators.md)
-from . import empg, gigpo, self_distill  # noqa: E402,F401
+from . import empg, gigpo, oracle, self_distill  # noqa: E402,F401
 
 # the estimator.* settings of the built-in methods (Config.estimator's class is rebuilt
 # from the registry when more are registered: registry.estimator_config_class)

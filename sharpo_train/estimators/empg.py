@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import StepBatch
-from ..loader import in_range
+from ..step.batch import StepBatch
+from ..settings.loader import in_range
 from . import CreditOutput, GroupParams, episode_advantages, register_estimator
 
 

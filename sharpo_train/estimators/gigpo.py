@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import StepBatch
-from ..loader import in_range, need
-from ..credit import grouped_normalise
+from ..step.batch import StepBatch
+from ..settings.loader import in_range, need
+from ..step.credit import grouped_normalise
 from . import CreditOutput, GroupParams, episode_advantages, register_estimator, row_turns
 
 INITIAL_STATE = "\x00initial"   # anchor key of turn 0 (every rollout of a group starts there)

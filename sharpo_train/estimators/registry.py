@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..loader import ConfigError, in_range
+from ..settings.loader import ConfigError, in_range
 
 __all__ = ["CreditOutput", "AuxLoss", "Estimator", "ESTIMATORS", "GroupParams",
            "register_estimator", "estimator_config_class", "EstimatorSettings"]
@@ -73,6 +73,7 @@ class Estimator:
     knob: Optional[str] = None             # params field set by `name:<value>` in
                                            # `sharpo compare --methods`
     group_relative: bool = True            # starts from group-relative A_i (config check)
+    needs_labels: bool = False             # reads the env's exact credit labels (oracle.py)
 
 
 ESTIMATORS: dict[str, Estimator] = {}
@@ -90,7 +91,7 @@ def _default(f: dataclasses.Field):
 
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True):
+                       group_relative: bool = True, needs_labels: bool = False):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -98,7 +99,9 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     keys. ``needs_teacher``: the trainer assigns teachers and fills ``teacher_logp`` /
     ``has_teacher`` before calling it; ``needs_entropy``: it fills ``old_entropy``;
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
-    ``group_relative``: it starts from group-relative A_i (a group of one is refused)."""
+    ``group_relative``: it starts from group-relative A_i (a group of one is refused);
+    ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
+    (``meta["credit_labels"]``; estimators/oracle.py)."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a method name, got {name!r}")
     if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
@@ -125,7 +128,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
 
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
-                                     group_relative)
+                                     group_relative, needs_labels)
         return fn
     return wrap
 

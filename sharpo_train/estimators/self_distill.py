@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batch import StepBatch
-from ..loader import in_range
+from ..step.batch import StepBatch
+from ..settings.loader import in_range
 from . import (AuxLoss, CreditOutput, GroupParams, batch_step, episode_advantages,
                register_estimator, segment_kind_mask, teacher_fields)
 

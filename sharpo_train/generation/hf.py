@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from ..device import autocast
-from ..rollout import left_pad, sampling_kwargs
+from ..models.device import autocast
+from ..step.rollout import left_pad, sampling_kwargs
 from .base import Generation, check_generate_args, cut_at_stop
 
 

@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from ..errors import UsageError
-from ..model import resolve_model_path
+from ..models.model import resolve_model_path
 from .base import Generation, check_generate_args, cut_at_stop
 
 
@@ -44,7 +44,7 @@ def _policy_dir(model, tokenizer, model_path) -> tuple[str, Optional[tempfile.Te
     current weights saved to a temporary directory (the tiny model built in code)."""
     if model_path is not None and (Path(model_path) / "config.json").is_file():
         return str(model_path), None
-    from ..lora import is_lora_model, merged_copy
+    from ..models.lora import is_lora_model, merged_copy
 
     tmp = tempfile.TemporaryDirectory(prefix="sharpo-vllm-")
     (merged_copy(model) if is_lora_model(model) else model).save_pretrained(tmp.name)
@@ -138,7 +138,7 @@ class VLLMEngine:
         fused qkv projection, and redoes the CPU backend's weight repacking), then drop
         the prefix cache (keys/values computed with the old weights). A LoRA policy
         sends its merged weights W + (alpha / r) B A under the base's names (lora.py)."""
-        from ..lora import merged_state_dict
+        from ..models.lora import merged_state_dict
 
         weights = [(n, p.detach().cpu() if self._engine_device() == "cpu" else p.detach())
                    for n, p in merged_state_dict(model).items()]

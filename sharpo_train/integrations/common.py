@@ -5,12 +5,12 @@
   the hint's truncation (``cut_hint``: the hint is cut, never the task); ``prepend_hint``:
   a plain-text prompt (no chat template) gets the hint before its text.
 - ``response_segment_ids``: segment ids of one response from its <think>/<action> spans
-  (sharpo_train.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
+  (sharpo_train.step.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) and
-the hint constants are the trainer's too: sharpo_train/credit.py.
+the hint constants are the trainer's too: sharpo_train/step/credit.py.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import torch
 
 from sharpo_kernels import SharpoCoefficients
-from sharpo_train.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
-from sharpo_train.segments import find_spans, segment_ids
+from sharpo_train.step.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+from sharpo_train.step.segments import find_spans, segment_ids
 
 HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
 

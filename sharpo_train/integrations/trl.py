@@ -43,7 +43,7 @@ from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
 from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,

@@ -36,7 +36,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_train.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
 from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, left_pad, response_segment_ids)
 

@@ -8,12 +8,12 @@
                  checkpoint
     schema.py    the recipes' settings: DemoConfig (``demo.<key>``), CompareConfig
     settings.py  the demo/compare defaults and the override routing (demo.*, sft.*, trainer
-                 keys), read through the one settings engine (sharpo_train/loader.py)
+                 keys), read through the one settings engine (sharpo_train/settings/loader.py)
     demo.py      `sharpo demo`:    games|goals -> demos -> sft -> eval -> rl -> eval -> report
     compare.py   `sharpo compare`: one warm start, then every method x seed, one table
 
-Evaluation of a checkpoint is ``sharpo_train.evaluate.evaluate_checkpoint`` (the same call
-`sharpo eval` and the trainer use); markdown and plots are written by ``sharpo_train.report``.
+Evaluation of a checkpoint is ``sharpo_train.loops.evaluate.evaluate_checkpoint`` (the same call
+`sharpo eval` and the trainer use); markdown and plots are written by ``sharpo_train.analysis.report``.
 """
 from .compare import run_compare
 from .demo import run_demo

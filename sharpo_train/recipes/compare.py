@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.compare import write_compare_report
+from ..analysis.report.compare import write_compare_report
 from . import phases
 from .demo import open_pipeline
 from .settings import PipelinePlan, parse_methods, parse_seeds  # noqa: F401 (re-exported)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from ..report.demo import write_demo_report
-from ..run_dir import check_pipeline_dir
+from ..analysis.report.demo import write_demo_report
+from ..runs.run_dir import check_pipeline_dir
 from . import phases
 from .settings import PipelinePlan
 

@@ -7,7 +7,7 @@ the bookkeeping that makes a rerun skip what is done:
     rl(config)                                  -> an RL run directory (resumes if begun)
     evaluate(weights, config, tasks, ...)       -> eval.json object (evaluate_checkpoint)
     final_eval(run_dir, tasks)                  -> the RL run's own final evaluation
-    (report: sharpo_train.report.demo / .compare write the markdown and plots)
+    (report: sharpo_train.analysis.report.demo / .compare write the markdown and plots)
 
 The recipes are the same for every environment; what differs is looked up in
 ``env_recipe(settings.env)`` (the :class:`~sharpo_train.envs.spec.RecipeSpec` of the
@@ -24,15 +24,15 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .. import trainer
-from ..checkpoint import latest_checkpoint
-from ..config import load_config
+from ..loops import trainer
+from ..runs.checkpoint import latest_checkpoint
+from ..settings.config import load_config
 from ..envs.registry import get_spec
-from ..loader import override_key
-from ..evaluate import episodes_by_family, evaluate_checkpoint
+from ..settings.loader import override_key
+from ..loops.evaluate import episodes_by_family, evaluate_checkpoint
 from ..io import atomic_write_json, loads_json
-from ..model import TOKENIZER_DIR
-from ..sft import run_sft
+from ..models.model import TOKENIZER_DIR
+from ..loops.sft import run_sft
 from .schema import DemoConfig
 
 

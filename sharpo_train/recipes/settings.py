@@ -1,9 +1,9 @@
 """The settings of the demo and compare recipes and how overrides reach them.
 
 Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.settings.DemoConfig`
-field, ``sft.<key>`` an :class:`~sharpo_train.sft.SFTConfig` field, anything else is a
+field, ``sft.<key>`` an :class:`~sharpo_train.loops.sft.SFTConfig` field, anything else is a
 trainer config key (``total_steps=20``, ``rollout.group_size=8``, ``estimator.lam=0.05``;
-docs/training.md). All three are read by the one config system (sharpo_train/config.py:
+docs/training.md). All three are read by the one config system (sharpo_train/settings/config.py:
 typed, validated, a bad key or value is a ConfigError naming it).
 
 The environment is ``demo.env`` (a registered environment with a recipe, envs/registry.py);
@@ -18,11 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..config import flat_keys, load_config
+from ..settings.config import flat_keys, load_config
 from ..estimators import ESTIMATORS
-from ..loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
-                      split_override, validate_settings)
-from ..sft import SFTConfig, parse_sft_overrides
+from ..estimators.oracle import ORACLE_LABELS
+from ..settings.loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
+                               split_override, validate_settings)
+from ..loops.sft import SFTConfig, parse_sft_overrides
 from .phases import env_recipe, train_config
 from .schema import CompareConfig, DemoConfig, parse_method, split_method
 
@@ -122,7 +123,8 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
         label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
         over = ["method=sharpo", f"estimator.lam={value!r}"]
     else:
-        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only"}.get(name, name.upper())
+        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only",
+                 **ORACLE_LABELS}.get(name, name.upper())
         if value is None:
             label, slug, over = label, name, [f"method={name}"]
         else:
@@ -137,7 +139,8 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
             raw = f"{float(raw):g}"
         except ValueError:
             raw = raw.strip()
-        shown.append(f"{short}={raw}")
+        shown.append("perfect teacher" if key.strip() == "teacher.oracle" and
+                     raw.lower() == "true" else f"{short}={raw}")
         slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
     if "(" in label:
         label = label + "".join(f", {x}" for x in shown) + ")"

@@ -4,7 +4,7 @@ import random
 import pytest
 import torch
 
-from sharpo_train.credit import MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
+from sharpo_train.step.credit import MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad
 
 
@@ -25,7 +25,7 @@ def test_successful_peers_matches_the_rule_on_random_groups():
 
 
 def test_insert_hint_places_and_cuts_only_the_hint():
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     suffix = generation_suffix_ids(tok)
@@ -64,7 +64,7 @@ def test_prepend_hint_keeps_the_prompt_and_its_leading_special_tokens():
     from tokenizers.processors import TemplateProcessing
 
     from sharpo_train.integrations.common import (MIN_HINT_TOKENS, leading_special_count, prepend_hint)
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     assert leading_special_count(tok) == 0

@@ -35,7 +35,7 @@ def batch(tok):
 def test_peers_hint_placement_padding_positions():
     from sharpo_train.integrations.common import HINT_SEPARATOR, generation_suffix_ids
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)
@@ -74,7 +74,7 @@ def test_peers_hint_placement_padding_positions():
 def test_only_the_hint_is_truncated():
     from sharpo_train.integrations.common import TRUNCATION_MARK
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)
@@ -105,7 +105,7 @@ def test_only_the_hint_is_truncated():
 
 def test_segment_ids_from_response_tokens():
     from sharpo_train.integrations.verl import build_segment_ids
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     _, _, resps = batch(tok)
@@ -123,7 +123,7 @@ def test_segment_ids_from_response_tokens():
 
 def test_response_width_aligns_with_the_student_batch():
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.model import build_tokenizer
+    from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)

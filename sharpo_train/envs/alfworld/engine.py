@@ -27,7 +27,7 @@ ones, see benchmarks/results/alfworld.md):
   Rule.parse_conjunctive_query); the memos parse each string once and hand out deep copies.
   The same derivation deep-copies its context for every symbol; ``_ShallowCopyContext``
   copies the two dicts it extends and shares their read-only values.
-None changes what the engine returns: tests/train/test_alfworld_engine.py plays the same random
+None changes what the engine returns: tests/train/envs/test_alfworld_engine.py plays the same random
 trajectories with them off and on and compares every observation, admissible list and
 reward.
 """

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from ...evaluate import balanced_tasks
+from ...loops.evaluate import balanced_tasks
 from ..spec import RecipeSpec
 from .demos import write_demos
 from .games import discover_games, split_folder, task_of

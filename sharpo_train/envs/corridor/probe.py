@@ -1,6 +1,6 @@
 """The corridor's teacher probe (`sharpo probe-teacher --env corridor`; docs/corridor.md):
 does the teacher read the door off its hint? Exact, since the environment knows the right
-door at every lamp. The gap is the one of sharpo_train/probe.py (mean over the action
+door at every lamp. The gap is the one of sharpo_train/analysis/teacher_probe.py (mean over the action
 span of teacher - student log-prob, docs/method.md §3)."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...probe import action_gap, auc, mean_or_none
-from ...rollout import chat_prompt_ids
-from ...scoring import tree_logprobs
-from ...segments import find_spans
-from ...teacher import teacher_prompt
+from ...analysis.teacher_probe import action_gap, auc, mean_or_none
+from ...step.rollout import chat_prompt_ids
+from ...step.scoring import tree_logprobs
+from ...step.segments import find_spans
+from ...step.teacher import teacher_prompt
 from .agents import play_episode
 from .engine import TASK_TEXT, task_spec
 from .prompts import format_response, render_hint, render_turn_prompt, turn_think

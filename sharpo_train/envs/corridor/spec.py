@@ -8,4 +8,5 @@ ENV_SPEC = EnvSpec(
     name="corridor", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     families=FAMILIES, label="Corridor", family_word="task family",
     plan_labels="sharpo_train.envs.corridor.labels:DecisiveLabeller",
+    exact_labels="sharpo_train.envs.corridor:label_episodes",
     recipe="sharpo_train.envs.corridor.recipe:RECIPE")

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ...evaluate import balanced_tasks, episodes_by_family
+from ...loops.evaluate import balanced_tasks, episodes_by_family
 from ...io import atomic_write_json, atomic_write_text
 from ..spec import RecipeSpec
 from . import make_suite

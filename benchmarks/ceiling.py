@@ -1,0 +1,166 @@
+"""Every credit method against the ceiling (benchmarks/RESULTS.md, "The credit ceiling").
+
+Reads a finished `sharpo compare` directory and prints, per method, the gain over a
+reference method (GRPO) in late training success (paired by RL seed) and in held-out
+success (paired task by task, each task's success averaged over the seeds), the fraction
+of the oracle's gain the method captures (the ratio of the mean gains; 95% bootstrap over
+seeds / tasks, resampled jointly for the method and the oracle), and the collapses
+(runs whose final held-out success is below the warm start's). ``--figure`` draws the
+held-out and late-training gains with their intervals and the oracle's as a line.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/ceiling.py RUN \\
+        --methods grpo,sharpo:0.2,oracle,... [--reference grpo] [--oracle oracle] \\
+        [--seeds 0,1,2,3,4] [--figure ceiling.png]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sharpo_train.recipes.phases import PhaseLog
+from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.analysis.report.compare import per_task_mean
+from sharpo_train.analysis.report.compare_training import late_success
+
+
+def _boot(diff_m: np.ndarray, diff_o: np.ndarray, n_boot: int = 10000, seed: int = 0):
+    """(mean gain, lo, hi, ratio to the oracle's gain, lo, hi); the rows of the two
+    difference vectors are the same units (seeds or tasks), resampled together."""
+    n = len(diff_m)
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    gm, go = diff_m[idx].mean(1), diff_o[idx].mean(1)
+    lo, hi = np.percentile(gm, [2.5, 97.5])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = gm / go
+    r = r[np.isfinite(r)]
+    rlo, rhi = np.percentile(r, [2.5, 97.5]) if len(r) else (np.nan, np.nan)
+    ratio = diff_m.mean() / diff_o.mean() if diff_o.mean() else np.nan
+    return diff_m.mean(), lo, hi, ratio, rlo, rhi
+
+
+def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: str) -> dict:
+    log = PhaseLog(out)
+    runs = parse_methods(methods)
+    slug_of = {item.strip(): slug for item, (_l, slug, _o) in zip(methods.split(","), runs)}
+    label_of = {item.strip(): label for item, (label, _s, _o) in zip(methods.split(","), runs)}
+    for need in (reference, oracle):
+        if need not in slug_of:
+            raise ValueError(f"--methods: must include {need!r}")
+    warm = (log.result("eval/warm-start") or {}).get("success")
+    data = {}
+    for item, slug in slug_of.items():
+        held = {k: log.result(f"rl/{slug}/seed{k}") for k in seeds}
+        held = {k: r for k, r in held.items() if r}
+        late = {k: late_success(out / "runs" / f"{slug}-seed{k}") for k in held}
+        data[item] = {"label": label_of[item], "held": held,
+                      "late": {k: v for k, v in late.items() if v is not None}}
+    ref, orc = data[reference], data[oracle]
+    res = {"warm": warm, "rows": {}}
+    for item, d in data.items():
+        ks = sorted(set(d["late"]) & set(ref["late"]) & set(orc["late"]))
+        row = {"label": d["label"], "seeds": len(d["held"]),
+               "held_mean": np.mean([r["success"] for r in d["held"].values()]) if d["held"] else np.nan,
+               "late_mean": np.mean(list(d["late"].values())) if d["late"] else np.nan,
+               "collapses": sum(r["success"] < warm for r in d["held"].values())
+               if warm is not None else None}
+        if ks and item != reference:
+            dm = np.array([d["late"][k] - ref["late"][k] for k in ks])
+            do = np.array([orc["late"][k] - ref["late"][k] for k in ks])
+            row["late"] = _boot(dm, do)
+        common = sorted(set(d["held"]) & set(ref["held"]) & set(orc["held"]))
+        if common and item != reference:
+            pm = per_task_mean([d["held"][k] for k in common])
+            pr = per_task_mean([ref["held"][k] for k in common])
+            po = per_task_mean([orc["held"][k] for k in common])
+            ids = sorted(set(pm) & set(pr) & set(po))
+            dm = np.array([pm[i] - pr[i] for i in ids])
+            do = np.array([po[i] - pr[i] for i in ids])
+            row["held"] = _boot(dm, do)
+            row["held_updown"] = (int((dm > 0).sum()), int((dm < 0).sum()))
+            row["paired_seeds"] = len(common)
+        res["rows"][item] = row
+    return res
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:+.1f}"
+
+
+def _frac(x) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def table(res: dict) -> str:
+    lines = ["| Method | seeds | held-out (%) | vs GRPO, held-out (by task) | share of the "
+             "oracle's held-out gain | late training (%) | vs GRPO, late (by seed) | share "
+             "of the oracle's late gain | collapses |",
+             "|---|---:|---:|---|---|---:|---|---|---:|"]
+    for item, r in res["rows"].items():
+        h, l = r.get("held"), r.get("late")
+        hs = (f"{_pct(h[0])} ({_pct(h[1])} to {_pct(h[2])}; {r['held_updown'][0]} up / "
+              f"{r['held_updown'][1]} down)" if h else "")
+        hf = f"{_frac(h[3])} ({_frac(h[4])} to {_frac(h[5])})" if h else ""
+        ls = f"{_pct(l[0])} ({_pct(l[1])} to {_pct(l[2])})" if l else ""
+        lf = f"{_frac(l[3])} ({_frac(l[4])} to {_frac(l[5])})" if l else ""
+        lines.append(f"| {r['label']} | {r['seeds']} | {100 * r['held_mean']:.1f} | {hs} | {hf} "
+                     f"| {100 * r['late_mean']:.1f} | {ls} | {lf} | {r['collapses']}/{r['seeds']} |")
+    return "\n".join(lines)
+
+
+def figure(res: dict, path: Path, oracle: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [(k, r) for k, r in res["rows"].items() if "held" in r]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.5), sharey=True)
+    y = np.arange(len(rows))
+    for ax, key, title in ((axes[0], "held", "held-out success vs GRPO (points, by task)"),
+                           (axes[1], "late", "late training success vs GRPO (points, by seed)")):
+        m = np.array([100 * r[key][0] if key in r else np.nan for _, r in rows])
+        lo = np.array([100 * r[key][1] if key in r else np.nan for _, r in rows])
+        hi = np.array([100 * r[key][2] if key in r else np.nan for _, r in rows])
+        colors = ["#b42318" if k == oracle or k.startswith("oracle") else
+                  ("#1f6feb" if "teacher.oracle" in k else "#555") for k, _ in rows]
+        ax.barh(y, m, color=colors, alpha=0.8)
+        ax.errorbar(m, y, xerr=[m - lo, hi - m], fmt="none", ecolor="k", capsize=3)
+        o = res["rows"][oracle].get(key)
+        if o:
+            ax.axvline(100 * o[0], color="#b42318", ls="--", lw=1)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_title(title, fontsize=10)
+    axes[0].set_yticks(y, [r["label"] for _, r in rows], fontsize=8)
+    axes[0].invert_yaxis()
+    fig.suptitle("The credit ceiling on the corridor: gain over GRPO, 95% bootstrap "
+                 "(red dashed: perfect credit)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("run")
+    p.add_argument("--methods", required=True)
+    p.add_argument("--seeds", default="0,1,2,3,4")
+    p.add_argument("--reference", default="grpo")
+    p.add_argument("--oracle", default="oracle")
+    p.add_argument("--figure", default=None)
+    a = p.parse_args(argv)
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+        res = measure(Path(a.run), a.methods, seeds, a.reference, a.oracle)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"warm start held-out success: {100 * res['warm']:.1f}%\n")
+    print(table(res))
+    if a.figure:
+        figure(res, Path(a.figure), a.oracle)
+        print(f"\nfigure: {a.figure}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

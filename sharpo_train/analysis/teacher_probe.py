@@ -1,0 +1,156 @@
+"""Does the teacher read its hint? A direct measurement (`sharpo probe-teacher`).
+
+SHARPO's segment weights can only carry per-step information when the policy, given a
+successful trajectory of the same task as a hint, finds the *right* next action more
+likely than it did without the hint, and a wrong one not (docs/method.md §3, §4). This
+module measures exactly that on expert turns of an environment's games (its
+``EnvSpec.probe`` hooks; ALFWorld: the planner's episodes):
+
+For every turn k of an expert (planner) episode of a game, with the hint = that very
+episode rendered as a successful attempt (``teacher.render_peer_hint`` layout, placed as
+the trainer places it: ``teacher.teacher_prompt`` with ``placement`` as
+teacher.hint_placement), and the turn prompt as the rollout writes it
+(``render_turn_prompt``):
+
+    gap(a) = mean over the action-span tokens of  log pi(a | prompt + hint) - log pi(a | prompt)
+
+taken for the expert's action a* and for one admissible action drawn at random among the
+others (each response is ``<think>..</think><action>a</action>`` with the demonstrations'
+reasoning text for that action). If the hint informs the teacher, gap(a*) > gap(random):
+the report gives both means and the AUC P(gap(a*) > gap(random)) (0.5 = no information;
+ties count half) with a bootstrap interval over games.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from ..envs.registry import DEFAULT_ENV, get_spec
+from ..step.rollout import chat_prompt_ids
+from ..step.scoring import tree_logprobs
+from ..step.segments import find_spans
+from ..step.teacher import teacher_prompt
+
+
+@dataclass
+class ProbeResult:
+    gaps_expert: list = field(default_factory=list)    # one per turn
+    gaps_random: list = field(default_factory=list)    # one per turn (same turns)
+    game_of_turn: list = field(default_factory=list)
+    families: dict = field(default_factory=dict)        # family -> turns
+
+    def summary(self, boot: int = 1000, seed: int = 0) -> dict:
+        e, r = self.gaps_expert, self.gaps_random
+        out = {"turns": len(e), "games": len(set(self.game_of_turn)),
+               "families": dict(self.families),
+               "gap_expert_mean": mean_or_none(e), "gap_random_mean": mean_or_none(r),
+               "auc": auc(e, r)}
+        games = sorted(set(self.game_of_turn))
+        if len(games) > 1 and boot:
+            rng = random.Random(seed)
+            by_game = {g: [i for i, x in enumerate(self.game_of_turn) if x == g] for g in games}
+            vals = []
+            for _ in range(boot):
+                idx = [i for g in (rng.choice(games) for _ in games) for i in by_game[g]]
+                vals.append(auc([e[i] for i in idx], [r[i] for i in idx]))
+            vals.sort()
+            out["auc_ci95"] = [vals[int(0.025 * boot)], vals[int(0.975 * boot) - 1]]
+        return out
+
+
+def mean_or_none(xs) -> Optional[float]:
+    return sum(xs) / len(xs) if xs else None
+
+
+def auc(pos: list, neg: list) -> Optional[float]:
+    """P(X > Y) + 0.5 P(X = Y) for X from ``pos``, Y from ``neg`` (Mann-Whitney)."""
+    if not pos or not neg:
+        return None
+    wins = 0.0
+    for x in pos:
+        for y in neg:
+            wins += 1.0 if x > y else 0.5 if x == y else 0.0
+    return wins / (len(pos) * len(neg))
+
+
+def action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor,
+                response_ids: list[int]) -> Optional[float]:
+    spans = [s for s in find_spans(tokenizer, response_ids) if s.kind == "action"]
+    if not spans:
+        return None
+    s = spans[-1]
+    return float((logp_teacher[s.start:s.end] - logp_student[s.start:s.end]).mean())
+
+
+def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
+                  max_observation_chars: int = 200, max_prompt_tokens: int = 4096,
+                  placement: str = "after_task", env: str = DEFAULT_ENV,
+                  ) -> list[tuple[float, float]]:
+    """(gap of the expert action, gap of a random admissible action) per turn of one
+    expert episode (``records``: its demonstration records, with ``action``,
+    ``admissible`` and ``observation_after``) of environment ``env`` (its EnvSpec.probe
+    writes the random action's reply)."""
+    spec = get_spec(env)
+    hooks = spec.load("probe")
+
+    hint = spec.prompts.render_hint([(r["action"], r["observation_after"]) for r in records],
+                       max_observation_chars=max_observation_chars)
+    seqs, counts, jobs = [], [], []
+    for k, rec in enumerate(records):
+        prompt = rec["messages"][0]["content"]
+        others = [a for a in rec["admissible"] if a != rec["action"]]
+        if not others:
+            continue
+        wrong = rng.choice(others)
+        student = chat_prompt_ids(tokenizer, prompt)
+        teacher, _ = teacher_prompt(tokenizer, prompt, hint, max_prompt_tokens, placement,
+                                    spec.task_line_prefix)
+        if teacher is None:
+            continue
+        expert_text = rec["messages"][1]["content"]
+        wrong_text = hooks.reply(wrong, k)
+        for text in (expert_text, wrong_text):
+            resp = tokenizer(text, add_special_tokens=False)["input_ids"]
+            jobs.append((k, resp))
+            seqs += [teacher + resp, student + resp]
+            counts += [len(resp), len(resp)]
+    if not seqs:
+        return []
+    with torch.no_grad():
+        logps = tree_logprobs(model, seqs, counts)
+    gaps: dict[int, list] = {}
+    for j, (k, resp) in enumerate(jobs):
+        g = action_gap(tokenizer, logps[2 * j].cpu(), logps[2 * j + 1].cpu(), resp)
+        gaps.setdefault(k, []).append(g)
+    return [(v[0], v[1]) for _, v in sorted(gaps.items())
+            if len(v) == 2 and None not in v]
+
+
+def probe_teacher(model, tokenizer, tasks, *, history_length: int = 2, seed: int = 0,
+                  max_observation_chars: int = 200, max_steps: int = 50,
+                  placement: str = "after_task", progress=None,
+                  env: str = DEFAULT_ENV) -> ProbeResult:
+    """Run environment ``env``'s expert (EnvSpec.probe) on each task and probe every turn
+    (see the module doc)."""
+    hooks = get_spec(env).load("probe")
+    rng = random.Random(seed)
+    result = ProbeResult()
+    model.eval()
+    for task in tasks:
+        records = hooks.expert_records(task, max_steps=max_steps,
+                                       history_length=history_length)
+        if not records:
+            continue
+        for ge, gr in probe_episode(model, tokenizer, records, rng,
+                                    max_observation_chars=max_observation_chars,
+                                    placement=placement, env=env):
+            result.gaps_expert.append(ge)
+            result.gaps_random.append(gr)
+            result.game_of_turn.append(task.id)
+            result.families[task.family] = result.families.get(task.family, 0) + 1
+        if progress:
+            progress(task)
+    return result

@@ -1,0 +1,145 @@
+"""The policy update: the registered policy loss (``loss.policy_loss``, default PPO-clip,
+losses.py) on per-token advantages with micro-batched gradient accumulation (independent
+of the credit method; verl's actor update, in a few functions).
+
+``policy_logprobs`` runs the decoder body on ``prompt | response`` rows (right-padded, so
+no attention mask is needed for a causal model) and scores only the response positions
+with ``sharpo_kernels.linear_logprobs`` against the lm_head (differentiable; entropy too).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from .losses import AUX_LOSSES, POLICY_LOSSES, aggregate, kl_low_var, token_weights
+from ..models.model import split_lm
+from ..models.device import autocast
+from .scoring import tree_logprobs
+
+
+def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[int]], width: int,
+                    *, temperature: float = 1.0, autocast_bf16: bool = True,
+                    with_entropy: bool = True, shared_prefix: Optional[dict] = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (logp [b, width], entropy [b, width]) fp32 on the model's device, 0 at padding.
+    Gradients flow to the model. ``shared_prefix`` (tree_logprobs options): run prompts
+    that rows share once (the same gradient; rows of a micro-batch with one prompt)."""
+    from sharpo_kernels import linear_logprobs
+
+    if shared_prefix is not None:
+        seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
+        logps, ents = tree_logprobs(model, seqs, [len(r) for r in response_ids],
+                                    temperature=temperature, autocast_bf16=autocast_bf16,
+                                    return_entropy=True, **shared_prefix)
+        lp = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in logps])
+        en = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in ents])
+        return lp, en
+
+    body, weight, bias = split_lm(model)
+    device = weight.device
+    seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
+    T = max(len(s) for s in seqs)
+    ids = torch.zeros((len(seqs), T), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, :len(s)] = torch.tensor(s)
+    ids = ids.to(device)
+    with autocast(device, autocast_bf16):
+        hidden = body(input_ids=ids, use_cache=False).last_hidden_state      # [b, T, H]
+    rows, cols, dst = [], [], []
+    for b, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        n = len(r)
+        rows += [b] * n
+        cols += range(len(p) - 1, len(p) - 1 + n)       # hidden at t predicts token t+1
+        dst += range(n)
+    rows_t = torch.tensor(rows, device=device)
+    h = hidden[rows_t, torch.tensor(cols, device=device)].to(weight.dtype)     # [N, H]
+    labels = torch.cat([torch.tensor(r, dtype=torch.long) for r in response_ids]).to(device)
+    out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
+                          return_entropy=with_entropy, check_finite=False)   # trainer checks the loss
+    logp, ent = out if with_entropy else (out, torch.zeros_like(out))
+    dst_t = torch.tensor(dst, device=device)
+    lp = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), logp.float())
+    en = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), ent.float())
+    return lp, en
+
+
+def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float,
+                  generator: torch.Generator) -> dict:
+    """PPO epochs x mini-batches of optimizer steps over the rows of ``batch`` (a scored
+    StepBatch, batch.py); returns mean metrics. Reads ``batch.old_logp``,
+    ``batch.advantages`` and ``batch.ref_logp``: [B, L] CPU fp32 (ref_logp may be None),
+    and ``batch.aux_loss`` (the estimator's extra loss term, estimators.AuxLoss, or None;
+    its mean appears as ``aux_loss``)."""
+    lo, op = cfg.loss, cfg.optim
+    policy_loss = POLICY_LOSSES[lo.policy_loss]
+    device = next(model.parameters()).device
+    old_logp, advantages, ref_logp = batch.old_logp, batch.advantages, batch.ref_logp
+    mask_all = batch.response_mask
+    B = len(batch)
+    sums = {"loss": 0.0, "pg_loss": 0.0, "pg_clipfrac": 0.0, "kl": 0.0, "entropy": 0.0,
+            "grad_norm": 0.0}
+    aux = getattr(batch, "aux_loss", None)     # the estimator's extra loss term (SDAR)
+    if aux is not None:
+        sums["aux_loss"] = 0.0
+    n_opt = 0
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    shared = None
+    if op.shared_prefix_update:
+        sc = cfg.scoring
+        shared = dict(min_shared_tokens=sc.min_shared_tokens, max_batch_tokens=sc.max_batch_tokens,
+                      chunk_tokens=sc.chunk_tokens)
+    for _ in range(op.ppo_epochs):
+        order = torch.randperm(B, generator=generator) if op.ppo_epochs * op.mini_batches > 1 \
+            else torch.arange(B)
+        for mb in order.chunk(min(op.mini_batches, B)):
+            mb = mb.tolist()
+            ntok = float(mask_all[mb].sum().clamp(min=1))
+            optimizer.zero_grad(set_to_none=True)
+            stats = {k: 0.0 for k in sums if k != "grad_norm"}
+            # similar rows together: less padding (plain) / shared prompts (shared prefix)
+            mb.sort(key=(lambda r: batch.prompt_ids[r]) if op.shared_prefix_update else
+                    (lambda r: len(batch.prompt_ids[r]) + len(batch.response_ids[r])))
+            weights = token_weights(mask_all[mb], lo.agg, batch.traj_index[mb])   # [b, L]
+            for k in range(0, len(mb), op.micro_batch_size):
+                idx = mb[k:k + op.micro_batch_size]
+                mask = mask_all[idx].to(device)
+                w = weights[k:k + op.micro_batch_size].to(device)
+                logp, ent = policy_logprobs(
+                    model, [batch.prompt_ids[r] for r in idx], [batch.response_ids[r] for r in idx],
+                    batch.width, temperature=temperature, autocast_bf16=cfg.model.autocast_bf16,
+                    shared_prefix=shared)
+                adv = advantages[idx].to(device)
+                pg, clipped = policy_loss(logp, old_logp[idx].to(device), adv, lo)
+                pg_loss = aggregate(pg, w)
+                loss = pg_loss
+                if aux is not None:             # the one generic hook: estimators.AuxLoss
+                    term = AUX_LOSSES[aux.name](
+                        logp, **{n: v[idx].to(device) for n, v in aux.inputs.items()}, **aux.params)
+                    aux_loss = aggregate(term, w)
+                    loss = loss + aux.coef * aux_loss
+                    stats["aux_loss"] += aux_loss.item()
+                if lo.use_kl and ref_logp is not None:
+                    kl = kl_low_var(logp, ref_logp[idx].to(device))
+                    loss = loss + lo.kl_coef * aggregate(kl, w)
+                    stats["kl"] += float((kl.detach() * mask).sum()) / ntok
+                if lo.entropy_coef:
+                    loss = loss - lo.entropy_coef * aggregate(ent, w)
+                loss.backward()
+                stats["loss"] += loss.item()
+                stats["pg_loss"] += pg_loss.item()
+                stats["pg_clipfrac"] += float((clipped.float() * mask).sum()) / ntok
+                stats["entropy"] += float((ent.detach() * mask).sum()) / ntok
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, op.grad_clip))
+            if math.isfinite(grad_norm):
+                optimizer.step()
+            scheduler.step()
+            for k, v in stats.items():
+                sums[k] += v
+            sums["grad_norm"] += grad_norm
+            n_opt += 1
+    out = {k: v / max(n_opt, 1) for k, v in sums.items()}
+    out["optimizer_steps"] = n_opt
+    return out

@@ -1,0 +1,1 @@
+"""Tests of sharpo_train, one folder per room of the package."""

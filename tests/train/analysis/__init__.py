@@ -1,0 +1,1 @@
+"""Credit quality, the teacher probe, reports and `sharpo explain`."""

@@ -1,0 +1,1 @@
+"""The command line as users meet it, and the installed package."""

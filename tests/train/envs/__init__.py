@@ -1,0 +1,1 @@
+"""Environments: ALFWorld, WebShop, corridor, the registry and the shared prompt pieces."""

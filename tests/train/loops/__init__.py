@@ -1,0 +1,1 @@
+"""The training, SFT and evaluation loops end to end."""

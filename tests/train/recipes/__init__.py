@@ -1,0 +1,1 @@
+"""`sharpo demo` and `sharpo compare` recipes."""

@@ -1,0 +1,1 @@
+"""Run directories: what may be one, links, lock, checkpoints, metrics trackers."""

@@ -1,0 +1,1 @@
+"""Settings: the trainer's config, overrides and bounded YAML input."""

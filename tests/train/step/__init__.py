@@ -1,0 +1,1 @@
+"""The RL step's pieces: rollout, scoring, segments, tags, credit rules, teacher rows."""
