@@ -72,6 +72,9 @@ def cmd_play(args) -> int:
 
 def cmd_generate(args) -> int:
     from sharpo_train.envs.alfworld.generator import generate_games
+    from sharpo_train.runs.outputs import check_out_folder
+    check_out_folder(args.out, "--out", args.force, lambda p: (p / "json_2.1.1").is_dir(),
+                     "an ALFWorld games folder (no json_2.1.1/)")
     t0 = time.perf_counter()
     games = generate_games(args.out, args.n, args.seed, split=args.split, families=args.families,
                            size=args.size, grammar=args.grammar, workers=args.workers,
@@ -125,7 +128,10 @@ def register(subparsers) -> None:
     play.set_defaults(func=run_logged(cmd_play))
 
     gen = sub.add_parser("generate", help="write planner-checked games in the official layout")
-    gen.add_argument("--out", required=True)
+    gen.add_argument("--out", required=True, help="games folder: new, empty, or one holding "
+                     "json_2.1.1/ (another folder needs --force)")
+    gen.add_argument("--force", action="store_true", help="write into a non-empty --out that "
+                     "holds no json_2.1.1/")
     gen.add_argument("--n", type=positive, required=True)
     gen.add_argument("--seed", type=non_negative, default=0)
     gen.add_argument("--split", default="train")

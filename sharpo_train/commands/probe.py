@@ -52,7 +52,7 @@ def register(subparsers) -> None:
 
 def _model_dir(args) -> str:
     if args.model:
-        from sharpo_train.model import NAMED_MODELS, named_model_dir
+        from sharpo_train.models.model import NAMED_MODELS, named_model_dir
         if args.model in NAMED_MODELS and not Path(args.model).is_dir():
             return str(named_model_dir(args.model))     # the trainer's named models
         return args.model

@@ -105,10 +105,11 @@ def _legacy_sft(path: Path) -> bool:
     return isinstance(data, dict) and {"demos", "steps", "loss_history", "config"} <= set(data)
 
 
-def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
-    """UsageError (naming ``key``) unless ``path`` may receive `sharpo sft`'s checkpoint:
-    not a system folder, the home directory, a symbolic link or a file; new, empty, an
-    earlier `sharpo sft` output (its marker), or any folder with ``force``. Creates nothing."""
+def check_out_folder(path: str | Path, key: str, force: bool, is_ours, what: str) -> Path:
+    """UsageError (naming ``key``) unless ``path`` may be an output folder: not a system
+    folder, the home directory, a symbolic link, a file, or below a file; new, empty,
+    accepted by ``is_ours`` (``what``: what such a folder is), or any folder with
+    ``force``. Creates nothing."""
     p = Path(path)
     if p.is_symlink():
         raise UsageError(f"{key}: {p} is a symbolic link; sharpo writes into a real folder, "
@@ -118,13 +119,23 @@ def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
         raise UsageError(f"{key}: refusing {str(p)!r} as an output folder: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
-    if p.is_dir() and any(os.scandir(p)) and _marker(p) is None and not _legacy_sft(p) \
-            and not force:
-        raise UsageError(f"{key}: {p} is a non-empty folder that is not a sharpo sft output "
-                         f"(no valid {SFT_MARKER}); choose a new or empty one, or pass "
-                         f"--force to write the checkpoint's files into it (nothing else "
-                         f"in it is touched)")
+    for parent in p.absolute().parents:
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{key}: {parent} is a file, not a folder")
+    if p.is_dir() and any(os.scandir(p)) and not is_ours(p) and not force:
+        raise UsageError(f"{key}: {p} is a non-empty folder that is not {what}; choose a new "
+                         f"or empty one, or pass --force to write into it (nothing else in "
+                         f"it is touched)")
     return p
+
+
+def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
+    """UsageError (naming ``key``) unless ``path`` may receive `sharpo sft`'s checkpoint
+    (``check_out_folder``): new, empty, an earlier `sharpo sft` output (its marker), or any
+    folder with ``force``. Creates nothing."""
+    return check_out_folder(path, key, force,
+                            lambda p: _marker(p) is not None or _legacy_sft(p),
+                            f"a sharpo sft output (no valid {SFT_MARKER})")
 
 
 def new_build_dir(out: str | Path) -> Path:

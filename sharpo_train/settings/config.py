@@ -168,7 +168,7 @@ class RolloutConfig:
         in_range(self, "max_new_tokens", 1, 65536)
         in_range(self, "max_prompt_tokens", 1, 1 << 20)
         in_range(self, "history_length", 0, 1000)
-        in_range(self, "temperature", 0, 100, lo_open=True)   # training samples
+        in_range(self, "temperature", 1e-3, 100)   # training samples (below: logits/T overflow)
         in_range(self, "top_p", 0, 1, lo_open=True)
         in_range(self, "generation_batch_size", 1, 65536)
         in_range(self, "num_env_workers", 0, 1024, nullable=True)
@@ -308,6 +308,8 @@ class EvalConfig:
         in_range(self, "num_tasks", 0, 10 ** 6)
         in_range(self, "train_tasks", 0, 10 ** 6)
         in_range(self, "temperature", 0, 100)
+        need(self.temperature == 0 or self.temperature >= 1e-3, "temperature",
+             "0 (greedy) or a number in [0.001, 100]", self.temperature)
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 
@@ -468,6 +470,9 @@ def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | N
     if not run_dir.is_dir():
         raise UsageError(f"--resume: no run directory {str(run_dir)!r}")
     if not saved_path.is_file():
+        if saved_path.exists() or saved_path.is_symlink():
+            raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
+                             f"folder or link); sharpo reads only regular files in a run")
         raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
     saved = load_settings(Config, saved_path)
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))

@@ -166,8 +166,8 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         tp = args[0] if len(args) == 1 else Any
     if tp is Any:
         return _untyped(value, key)
-    if tp is str and isinstance(value, OverrideText):
-        return str(value)       # a string setting takes the text as written: report_to=none
+    if tp is str and isinstance(value, OverrideText) and value.strip().lower() == "none":
+        return str(value)       # a word, not YAML's null: log.report_to=none (null, ~: null)
     if _is_null(value):
         raise ConfigError(f"{key}: may not be null")
     origin = typing.get_origin(tp) or tp

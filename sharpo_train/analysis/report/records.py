@@ -43,6 +43,9 @@ def credit_record_path(run_dir: str | Path, step: int) -> Path:
 
 def load_credit_record(run_dir: str | Path, step: int) -> dict:
     path = credit_record_path(run_dir, step)
+    if path.exists() and not path.is_file():
+        raise CreditRecordError(f"--step {step}: {path} is not a regular file (a fifo, device "
+                                f"or folder); move it away")
     if not path.is_file():
         have = list_credit_steps(run_dir)
         raise CreditRecordError(f"--step {step}: no credit record {path} "

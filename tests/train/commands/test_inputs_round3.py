@@ -335,3 +335,26 @@ def test_a_corridor_task_with_a_list_decisive_is_a_named_error():
                                              "decisive": [["red", "left"]]}))
     with pytest.raises(ValueError, match="task 't': not a corridor task .*decisive"):
         CorridorEnv().reset(task)
+
+
+def test_probe_round_fifos_inside_checkpoints_and_credit_are_named(done_run, tmp_path, capsys):
+    """Probe round: a fifo as state.json, as a credit record, or as config.yaml on --resume
+    was reported as "missing" / "no credit record" / "holds no run"."""
+    run = copy_run(done_run, tmp_path)
+    st = run / "checkpoints" / "step_000001" / "state.json"
+    st.unlink()
+    os.mkfifo(st)
+    with no_hang(120):
+        one_line_error(capsys, ["eval", "--run-dir", str(run)], "state.json: not a regular file")
+    cfg = run / "config.yaml"
+    cfg.unlink()
+    os.mkfifo(cfg)
+    with no_hang(120):
+        one_line_error(capsys, ["train", "--resume", f"run_dir={run}"],
+                       "config.yaml", "not a regular file")
+    from sharpo_train.analysis.report.records import CreditRecordError, load_credit_record
+    (run / "credit").mkdir(exist_ok=True)
+    os.mkfifo(run / "credit" / "step_00007.json")
+    with no_hang(30):
+        with pytest.raises(CreditRecordError, match="not a regular file"):
+            load_credit_record(run, 7)

@@ -123,3 +123,22 @@ def test_two_evaluations_in_the_same_second_leave_two_files(tmp_path, monkeypatc
     assert [f.name for f in files] == ["eval-20260101-000000-1.json", "eval-20260101-000000.json"]
     assert sorted(json.loads(f.read_text())["call"] for f in files) == [1, 2]
     assert json.loads((run / "eval.json").read_text()) == {}
+
+
+def test_explain_and_generate_outputs_follow_the_rule(tmp_path, capsys, decoy):
+    """Probe round: `explain --out` wrote into /etc and over existing files, `alfworld
+    generate --out` into /etc and into any folder; `sft --out` below a file trained first."""
+    one_line_error(capsys, ["explain", "--run-dir", str(tmp_path / "none"), "--out",
+                            "/etc/sharpo-credit"], "--out", "/etc")
+    (tmp_path / "page.html").write_text("mine")
+    one_line_error(capsys, ["explain", "--run-dir", str(tmp_path), "--out",
+                            str(tmp_path / "page")], "--out", "exists", "--force")
+    assert (tmp_path / "page.html").read_text() == "mine"
+    one_line_error(capsys, ["alfworld", "generate", "--out", "/etc/sharpo-games", "--n", "1"],
+                   "--out", "/etc")
+    one_line_error(capsys, ["alfworld", "generate", "--out", str(decoy.root), "--n", "1"],
+                   "--out", "not an ALFWorld games folder")
+    f = tmp_path / "afile"
+    f.write_text("x")
+    one_line_error(capsys, ["sft", "--demos", demos(tmp_path), "--out", str(f / "sub"),
+                            *SFT_FAST], f"{f} is a file, not a folder")

@@ -3,6 +3,7 @@ case 9): a huge value (1e300) or a huge negative one is refused with one line na
 key and its bounds, for the trainer's config (every section, every registered
 estimator's parameters, every environment's env.* floats, LoRA) and `sharpo sft`'s."""
 import dataclasses
+import re
 import typing
 
 import pytest
@@ -69,3 +70,15 @@ def test_the_cases_of_the_issue():
     # the defaults and ordinary values keep loading
     load_config(None, ["model.lora.rank=4", "model.lora.alpha=64", "estimator.tau=2",
                        "estimator.rho_max=8"])
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("rollout.temperature=1e-300", "rollout.temperature: expected >= 0.001"),
+    ("eval.temperature=1e-300", "eval.temperature: expected 0 (greedy) or a number in [0.001, 100]"),
+    ("estimator.eps=1e-300", "estimator.eps: expected >= 1e-12")])
+def test_probe_round_tiny_values_that_overflowed_are_refused(override, needle):
+    """Probe round: temperature 1e-300 made the sampler's probabilities inf/nan (a
+    traceback), estimator.eps 1e-300 is 0 in float32 and gave a NaN loss."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_config(None, [override])
+    load_config(None, ["eval.temperature=0", "rollout.temperature=0.001", "estimator.eps=1e-8"])
