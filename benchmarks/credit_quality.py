@@ -28,7 +28,7 @@ from sharpo_train.step.batch import StepBatch
 from sharpo_train.settings.config import load_config, save_config
 from sharpo_train.analysis.credit_quality import results_table, save_batch, saved_batches, score_batches
 from sharpo_train.envs.alfworld.plan_labels import PlanLabeller
-from sharpo_train.step.teacher import HINT_PLACEMENTS
+from sharpo_train.hint import HINT_PLACEMENTS
 from sharpo_train.loops.trainer import Trainer, _step_seed
 
 

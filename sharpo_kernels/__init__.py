@@ -10,11 +10,22 @@ Layout, one folder per op:
     testing.py          random inputs and the float64 loop oracle (tests, benchmarks, demo)
 """
 from ._backend import available_backends
-from .segment_advantage import (SHARPO_DEFAULTS, SegmentAdvantage, SharpoCoefficients,
-                                effective_coefficient, segment_advantage)
-
-from .logprobs import linear_logprobs, token_logprobs
+from .segment_advantage import (COEFFICIENT_NAMES, SHARPO_DEFAULTS, SegmentAdvantage,
+                                SharpoCoefficients, effective_coefficient, segment_advantage,
+                                with_coefficients)
 
 __all__ = ["segment_advantage", "SegmentAdvantage", "SHARPO_DEFAULTS", "SharpoCoefficients",
-           "effective_coefficient", "available_backends",
+           "COEFFICIENT_NAMES", "with_coefficients", "effective_coefficient", "available_backends",
            "token_logprobs", "linear_logprobs"]
+
+# token_logprobs / linear_logprobs load on first use: logprobs/api.py marks its dispatch
+# @torch.compiler.disable, which imports torch._dynamo and with it triton (about 1 s);
+# reading SHARPO's defaults or computing a segment advantage needs neither.
+_LAZY = {"token_logprobs", "linear_logprobs"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from . import logprobs
+        return getattr(logprobs, name)
+    raise AttributeError(f"module 'sharpo_kernels' has no attribute {name!r}")

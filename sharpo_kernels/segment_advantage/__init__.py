@@ -11,7 +11,9 @@
     triton_kernels.py  `triton` backend: kernels and launcher
 """
 from .api import SEGMENT_ADVANTAGE_BACKENDS, SegmentAdvantage, segment_advantage
-from .params import SHARPO_DEFAULTS, SharpoCoefficients, effective_coefficient
+from .params import (COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients,
+                     effective_coefficient, with_coefficients)
 
 __all__ = ["segment_advantage", "SegmentAdvantage", "SEGMENT_ADVANTAGE_BACKENDS",
-           "SHARPO_DEFAULTS", "SharpoCoefficients", "effective_coefficient"]
+           "SHARPO_DEFAULTS", "SharpoCoefficients", "COEFFICIENT_NAMES", "with_coefficients",
+           "effective_coefficient"]

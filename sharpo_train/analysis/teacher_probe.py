@@ -7,7 +7,7 @@ module measures exactly that on expert turns of an environment's games (its
 ``EnvSpec.probe`` hooks; ALFWorld: the planner's episodes):
 
 For every turn k of an expert (planner) episode of a game, with the hint = that very
-episode rendered as a successful attempt (``teacher.render_peer_hint`` layout, placed as
+episode rendered as a successful attempt (the env's ``render_hint``, hint.py; placed as
 the trainer places it: ``teacher.teacher_prompt`` with ``placement`` as
 teacher.hint_placement), and the turn prompt as the rollout writes it
 (``render_turn_prompt``):
@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 
 from ..envs.registry import DEFAULT_ENV, get_spec
+from ..hint import HINT_DEFAULTS
 from ..step.rollout import chat_prompt_ids
 from ..step.scoring import tree_logprobs
 from ..step.segments import find_spans
@@ -86,8 +87,9 @@ def action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor
 
 
 def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
-                  max_observation_chars: int = 200, max_prompt_tokens: int = 4096,
-                  placement: str = "after_task", env: str = DEFAULT_ENV,
+                  max_observation_chars: int = HINT_DEFAULTS.max_observation_chars,
+                  max_prompt_tokens: int = 4096,
+                  placement: str = HINT_DEFAULTS.placement, env: str = DEFAULT_ENV,
                   ) -> list[tuple[float, float]]:
     """(gap of the expert action, gap of a random admissible action) per turn of one
     expert episode (``records``: its demonstration records, with ``action``,
@@ -130,8 +132,8 @@ def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
 
 
 def probe_teacher(model, tokenizer, tasks, *, history_length: int = 2, seed: int = 0,
-                  max_observation_chars: int = 200, max_steps: int = 50,
-                  placement: str = "after_task", progress=None,
+                  max_observation_chars: int = HINT_DEFAULTS.max_observation_chars,
+                  max_steps: int = 50, placement: str = HINT_DEFAULTS.placement, progress=None,
                   env: str = DEFAULT_ENV) -> ProbeResult:
     """Run environment ``env``'s expert (EnvSpec.probe) on each task and probe every turn
     (see the module doc)."""

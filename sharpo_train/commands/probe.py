@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..hint import HINT_DEFAULTS, HINT_PLACEMENTS, HINT_SCOPES, PLACEMENT_AFTER_OBSERVATION
 from ._run_dir_arg import add_run_dir
 
 
@@ -33,11 +34,11 @@ def register(subparsers) -> None:
                    help="turns of history in the prompt (default: alfworld 1; corridor "
                         "the --run-dir's rollout.history_length, else 0)")
     p.add_argument("--hint-placement", default=None,
-                   choices=["after_task", "after_observation"],
+                   choices=list(HINT_PLACEMENTS),
                    help="where the hint goes (as the trainer's teacher.hint_placement; "
                         "default: alfworld after_task; corridor the --run-dir's, else "
                         "after_observation)")
-    p.add_argument("--hint-scope", default=None, choices=["trajectory", "to_turn"],
+    p.add_argument("--hint-scope", default=None, choices=list(HINT_SCOPES),
                    help="corridor: the hint as teacher.hint_scope makes it (default: the "
                         "--run's, else trajectory)")
     p.add_argument("--env", default=None, choices=["alfworld", "corridor"],
@@ -120,9 +121,10 @@ def run(args) -> int:
                                else 0 if env == "corridor" else 1)
     if args.hint_placement is None:
         args.hint_placement = (cfg.teacher.hint_placement if corridor_run
-                               else "after_observation" if env == "corridor" else "after_task")
+                               else PLACEMENT_AFTER_OBSERVATION if env == "corridor"
+                               else HINT_DEFAULTS.placement)
     if args.hint_scope is None:
-        args.hint_scope = cfg.teacher.hint_scope if corridor_run else "trajectory"
+        args.hint_scope = cfg.teacher.hint_scope if corridor_run else HINT_DEFAULTS.scope
     if env == "corridor":
         return run_corridor(args, dict(cfg.env) if cfg is not None and
                             cfg.env.get("name") == "corridor" else {"name": "corridor"})

@@ -2,10 +2,11 @@
 project's own):
 
 - the task line (``TASK_PREFIX``; the teacher puts an ``after_task`` hint after the line
-  that starts with ``TASK_LINE_PREFIX``, teacher.task_end);
+  that starts with ``TASK_LINE_PREFIX``, hint.task_end);
 - the reply format: ``<think>...</think><action>COMMAND</action>`` (``format_response``,
   ``parse_action``, ``parse_think``);
-- the teacher's hint, a successful peer's trajectory (``render_hint``, docs/method.md §3);
+- the teacher's hint, a successful peer's trajectory (``render_hint``: one numbered line
+  per turn, its action and the observation after it; sharpo_train/hint.py, docs/method.md §3);
 - the history block: a step count and the last ``history_length`` (observation, action)
   pairs, e.g. ::
 
@@ -15,19 +16,13 @@ project's own):
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
+from ..hint import HINT_DEFAULTS, HintStep, one_line, render_steps
 from ..tags import tag_spans
 
 TASK_PREFIX = "Your task is to: "     # the task line every built-in prompt opens with
-TASK_LINE_PREFIX = TASK_PREFIX.strip().lower()   # how the teacher finds it (teacher.task_end)
-HINT_TEMPLATE = "A successful attempt at this task:\n{steps}"
-
-
-
-def one_line(text) -> str:
-    """str(text) with every run of whitespace (newlines included) made one space."""
-    return " ".join(str(text).split())
+TASK_LINE_PREFIX = TASK_PREFIX.strip().lower()   # how the teacher finds it (hint.task_end)
 
 
 def history_lines(history: Sequence[tuple[str, str]], history_length: int) -> list[str]:
@@ -80,41 +75,9 @@ def format_response(think: str, action: str) -> str:
     return f"<think>{str(think).strip()}</think><action>{str(action).strip()}</action>"
 
 
-HintStep = Union[str, tuple[str, str]]
-
-
-def hint_pairs(steps: Sequence[HintStep], max_observation_chars: int = 200
-               ) -> list[tuple[str, str]]:
-    """The steps of a hint as (action, observation-after-it) pairs (a bare action string
-    has observation ""); ``max_observation_chars`` checked (an int >= 0)."""
-    if not isinstance(max_observation_chars, int) or max_observation_chars < 0:
-        raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
-    out = []
-    for i, step in enumerate(steps):
-        if isinstance(step, str):
-            out.append((step, ""))
-        elif isinstance(step, (tuple, list)) and len(step) == 2:
-            out.append((step[0], step[1]))
-        else:
-            raise TypeError(f"steps[{i}]: expected an action or (action, observation), got {step!r}")
-    return out
-
-
-def render_hint(steps: Sequence[HintStep], max_observation_chars: int = 200) -> str:
-    """The 'A successful attempt at this task: ...' text for the teacher (docs/method.md §3).
-
-    steps: the successful peer's turns in order, each an action string or an
-    (action, observation-after-it) pair. Observations are cut to
-    ``max_observation_chars`` (0 = leave them out)."""
-    lines = []
-    for i, (action, obs) in enumerate(hint_pairs(steps, max_observation_chars), start=1):
-        line = f"{i}. {one_line(action)}"
-        obs = one_line(obs or "")
-        if obs and max_observation_chars:
-            if len(obs) > max_observation_chars:
-                obs = obs[:max_observation_chars].rstrip() + "..."
-            line += f" -> {obs}"
-        lines.append(line)
-    if not lines:
-        raise ValueError("steps: a successful attempt has at least one step")
-    return HINT_TEMPLATE.format(steps="\n".join(lines))
+def render_hint(steps: Sequence[HintStep],
+                max_observation_chars: int = HINT_DEFAULTS.max_observation_chars) -> str:
+    """The 'A successful attempt at this task: ...' text for the teacher (docs/method.md
+    §3): ``hint.render_steps``, one numbered line per turn, its action and the observation
+    after it cut to ``max_observation_chars`` (0 = left out)."""
+    return render_steps(steps, max_observation_chars)

@@ -41,7 +41,7 @@ from typing import Optional
 
 import torch
 
-from sharpo_kernels import SHARPO_DEFAULTS as D, SharpoCoefficients, segment_advantage
+from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..step.batch import StepBatch
@@ -120,13 +120,11 @@ WEIGHT_SEGMENTS = ("all", "action")
 
 
 @dataclass
+@with_coefficients
 class SharpoParams(GroupParams):
-    """docs/method.md §4; defaults: ``sharpo_kernels.SHARPO_DEFAULTS`` (the one home)."""
-    lam: float = D.lam                    # mixing weight (paper: 0.2 and 0.05)
-    alpha: float = D.alpha                # |w - 1| <= alpha
-    tau: float = D.tau                    # gap squashing temperature
-    rho_min: float = D.rho_min            # length factor clip
-    rho_max: float = D.rho_max
+    """docs/method.md §4: the five coefficients (lam, alpha, tau, rho_min, rho_max; their
+    names, defaults and help: ``sharpo_kernels.SharpoCoefficients``, added by
+    ``with_coefficients``), then these."""
     backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
     # which segments get the teacher-gap weight w (docs/estimators.md, weight_segments):
     # "all" (the method, §4) or "action" (deviation: reasoning segments keep w = 1)
@@ -137,21 +135,22 @@ class SharpoParams(GroupParams):
         # beyond these, tanh(gap / 2 tau) is 0 and rho never clips: SHARPO would silently be GRPO
         in_range(self, "tau", 0, 1000, lo_open=True)
         in_range(self, "rho_max", 0, 1000, lo_open=True)
-        SharpoCoefficients(self.lam, self.alpha, self.tau, self.rho_min, self.rho_max).checked()
+        SharpoCoefficients.of(self).checked()
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
              f"null (automatic) or one of {list(SEGMENT_ADVANTAGE_BACKENDS)}", self.backend)
 
 
-@register_estimator("grpo", params=GroupParams)
+@register_estimator("grpo", params=GroupParams, label="GRPO")
 def grpo(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
     """Every generated token of a trajectory's rows gets its A_i (docs/method.md §1)."""
     base = episode_advantages(batch, cfg)[batch.traj_index]
     return CreditOutput(base[:, None] * batch.response_mask.float(), base)
 
 
-@register_estimator("sharpo", needs_teacher=True, params=SharpoParams, knob="lam")
+@register_estimator("sharpo", needs_teacher=True, params=SharpoParams, knob="lam",
+                    label="SHARPO", knob_label="λ")
 def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """docs/method.md §4 via ``sharpo_kernels.segment_advantage``; mbar per trajectory
     (traj_index)."""
@@ -164,14 +163,14 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
         # rho and the action segments are unchanged. [B, L]
         teacher = torch.where(segment_kind_mask(batch, "think", "sharpo"), student, teacher)
     seg = segment_advantage(teacher, student, batch.segment_ids, base, has_teacher=has_teacher,
-                            lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau, rho_min=cfg.rho_min,
-                            rho_max=cfg.rho_max, response_mask=batch.response_mask,
-                            traj_index=batch.traj_index, backend=cfg.backend)
+                            response_mask=batch.response_mask, traj_index=batch.traj_index,
+                            backend=cfg.backend, **SharpoCoefficients.of(cfg).kwargs())
     return CreditOutput(seg.advantages, base, seg,
-                        sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau))
+                        sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
+                                          traj_index=batch.traj_index))
 
 
-@register_estimator("sharpo_rho", params=SharpoParams, knob="lam")
+@register_estimator("sharpo_rho", params=SharpoParams, knob="lam", label="SHARPO ρ-only")
 def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """SHARPO's length factor alone, the weight off (an ablation): docs/method.md §4 with
     w = 1 on every segment of every trajectory, so ``A~ = A_i * ((1 - lam) + lam * rho)``.
@@ -181,12 +180,12 @@ def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     base = episode_advantages(batch, cfg)[batch.traj_index]
     everyone = torch.ones(base.shape[0], dtype=torch.bool)
     seg = segment_advantage(batch.old_logp, batch.old_logp, batch.segment_ids, base,
-                            has_teacher=everyone, lam=cfg.lam, alpha=cfg.alpha, tau=cfg.tau,
-                            rho_min=cfg.rho_min, rho_max=cfg.rho_max,
-                            response_mask=batch.response_mask, traj_index=batch.traj_index,
-                            backend=cfg.backend)
-    return CreditOutput(seg.advantages, base, seg,
-                        sharpo_step_stats(seg, base, everyone, alpha=cfg.alpha, tau=cfg.tau))
+                            has_teacher=everyone, response_mask=batch.response_mask,
+                            traj_index=batch.traj_index, backend=cfg.backend,
+                            **SharpoCoefficients.of(cfg).kwargs())
+    stats = sharpo_step_stats(seg, base, everyone, alpha=cfg.alpha, tau=cfg.tau)
+    del stats["sharpo/teacher_coverage"]        # no teacher: the trainer's coverage (0) stands
+    return CreditOutput(seg.advantages, base, seg, stats)
 
 
 # the other methods register themselves on import (docs/estimators.md)

@@ -100,6 +100,14 @@ def oracle_teacher_logp(old_logp: torch.Tensor, label: torch.Tensor,
     return old_logp + label.to(old_logp.dtype)[:, None] * action_mask.to(old_logp.dtype)
 
 
+# their names in `sharpo compare` reports (Estimator.label)
+ORACLE_LABELS = {"oracle": "Oracle: perfect credit",
+                 "oracle_equal_total": "Oracle, equal total |A| per rollout",
+                 "oracle_free_zero": "Oracle part: free moves 0",
+                 "oracle_spare_right": "Oracle part: right moves of failures unblamed",
+                 "oracle_blame_wrong": "Oracle part: wrong moves of failures blamed more"}
+
+
 def _register(name: str, part: str, doc: str):
     def fn(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
         from . import episode_advantages
@@ -111,7 +119,7 @@ def _register(name: str, part: str, doc: str):
         return CreditOutput(adv, base, stats={f"{name}/abs_ratio_to_grpo": float(kept)})
     fn.__name__ = name
     fn.__doc__ = doc
-    register_estimator(name, params=GroupParams, needs_labels=True)(fn)
+    register_estimator(name, params=GroupParams, needs_labels=True, label=ORACLE_LABELS[name])(fn)
 
 
 _register("oracle", "mask", "Perfect credit: A_i on the moves the outcome is about only.")
@@ -134,10 +142,3 @@ def perfect_teacher_logp(batch: StepBatch) -> torch.Tensor:
     label = row_labels(batch, credit_labels(batch, "teacher.oracle"))
     return oracle_teacher_logp(batch.old_logp, label,
                                segment_kind_mask(batch, "action", "teacher.oracle"))
-
-# their names in `sharpo compare` reports (recipes/settings.py)
-ORACLE_LABELS = {"oracle": "Oracle: perfect credit",
-                 "oracle_equal_total": "Oracle, equal total |A| per rollout",
-                 "oracle_free_zero": "Oracle part: free moves 0",
-                 "oracle_spare_right": "Oracle part: right moves of failures unblamed",
-                 "oracle_blame_wrong": "Oracle part: wrong moves of failures blamed more"}

@@ -74,6 +74,24 @@ class Estimator:
                                            # `sharpo compare --methods`
     group_relative: bool = True            # starts from group-relative A_i (config check)
     needs_labels: bool = False             # reads the env's exact credit labels (oracle.py)
+    label: str = ""                        # display name in reports ("SHARPO", "GiGPO")
+    knob_label: Optional[str] = None       # the knob's symbol in labels ("λ"): such a
+                                           # method is always shown at a knob value (a bare
+                                           # name runs the default) and its run folders
+                                           # name the knob ("sharpo-lam0.2")
+
+    def run_label(self, value: Optional[float]) -> str:
+        """How reports name this method run at knob ``value`` (None: the config's value),
+        an open parenthesis left for further settings: "GRPO", "SHARPO (λ=0.2",
+        "GiGPO (gigpo_step_weight=0.5"."""
+        if value is None:
+            return self.label
+        return f"{self.label} ({self.knob_label or self.knob}={value:g}"
+
+    def default_knob(self) -> Optional[float]:
+        """The knob value a bare method name runs at in `sharpo compare`: the params
+        default when the method is always shown at one (``knob_label``), else None."""
+        return getattr(self.params(), self.knob) if self.knob_label else None
 
 
 ESTIMATORS: dict[str, Estimator] = {}
@@ -91,7 +109,8 @@ def _default(f: dataclasses.Field):
 
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True, needs_labels: bool = False):
+                       group_relative: bool = True, needs_labels: bool = False,
+                       label: Optional[str] = None, knob_label: Optional[str] = None):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -101,9 +120,17 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
     ``group_relative``: it starts from group-relative A_i (a group of one is refused);
     ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
-    (``meta["credit_labels"]``; estimators/oracle.py)."""
+    (``meta["credit_labels"]``; estimators/oracle.py);
+    ``label``: its display name (default ``name.upper()``), ``knob_label``: the knob's
+    symbol in labels (``Estimator.run_label``). A name already registered is refused
+    (ValueError naming it): pop it from ``ESTIMATORS`` first to replace a method."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a method name, got {name!r}")
+    if name in ESTIMATORS:
+        raise ValueError(f"name: method {name!r} is already registered "
+                         f"({ESTIMATORS[name].fn.__module__}.{ESTIMATORS[name].fn.__qualname__})")
+    if knob_label is not None and knob is None:
+        raise ValueError(f"knob_label: method {name!r} has no knob to label")
     if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
         raise TypeError(f"params: expected a dataclass type, got {params!r}")
     own = _fields(params)
@@ -116,7 +143,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
         raise ValueError(f"knob: expected a field of {params.__name__} {sorted(own)}, "
                          f"got {knob!r}")
     for other, est in ESTIMATORS.items():
-        if other == name or est.params is params:
+        if est.params is params:
             continue
         theirs = _fields(est.params)
         for key in own.keys() & theirs.keys():
@@ -128,7 +155,8 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
 
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
-                                     group_relative, needs_labels)
+                                     group_relative, needs_labels, label or name.upper(),
+                                     knob_label)
         return fn
     return wrap
 

@@ -1,30 +1,29 @@
 """Engine-independent pieces shared by the verl and TRL integrations.
 
 - ``generation_suffix_ids`` / ``insert_hint``: where the hint goes in a chat prompt that is
-  already token ids (the end of the last user message, before the assistant header), and
-  the hint's truncation (``cut_hint``: the hint is cut, never the task); ``prepend_hint``:
-  a plain-text prompt (no chat template) gets the hint before its text.
+  already token ids (the end of the last user message, before the assistant header), the
+  hint cut to its budget (``hint.cut_hint_ids``: the hint is cut, never the task);
+  ``prepend_hint``: a plain-text prompt (no chat template) gets the hint before its text.
+  The hint's text, template and truncation are sharpo_train/hint.py's.
 - ``response_segment_ids``: segment ids of one response from its <think>/<action> spans
   (sharpo_train.step.segments), numbered 0..K-1, -1 elsewhere (docs/method.md §2).
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
-The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) and
-the hint constants are the trainer's too: sharpo_train/step/credit.py.
+The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) is
+the trainer's too: sharpo_train/step/credit.py.
 """
 from __future__ import annotations
 
 import math
-import string
 from typing import Optional, Sequence
 
 import torch
 
 from sharpo_kernels import SharpoCoefficients
-from sharpo_train.step.credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK
+from sharpo_train.hint import (HINT_SEPARATOR, HINT_TEMPLATE, apply_template, check_max_hint_tokens,
+                               check_template, cut_hint_ids)
 from sharpo_train.step.segments import find_spans, segment_ids
-
-HINT_TEMPLATE = "A successful attempt at this task:\n{hint}"
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:
@@ -54,7 +53,7 @@ def insert_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_prompt_l
     if n == 0 or len(prompt_ids) < n or prompt_ids[-n:] != list(suffix_ids):
         return None
     budget = min(int(max_hint_tokens), int(max_prompt_length) - len(prompt_ids))
-    hint_ids = cut_hint(tokenizer, HINT_SEPARATOR + template.format(hint=hint), budget)
+    hint_ids = cut_hint_ids(tokenizer, HINT_SEPARATOR + apply_template(hint, template), budget)
     if hint_ids is None:
         return None
     return prompt_ids[:-n] + hint_ids + prompt_ids[-n:]
@@ -69,23 +68,10 @@ def prepend_hint(tokenizer, prompt_ids: Sequence[int], hint: str, *, max_hint_to
     when fewer than MIN_HINT_TOKENS hint tokens fit."""
     prompt_ids = list(prompt_ids)
     sep = list(tokenizer(HINT_SEPARATOR, add_special_tokens=False)["input_ids"])
-    hint_ids = cut_hint(tokenizer, template.format(hint=hint), int(max_hint_tokens) - len(sep))
+    hint_ids = cut_hint_ids(tokenizer, apply_template(hint, template), int(max_hint_tokens) - len(sep))
     if hint_ids is None:
         return None
     return prompt_ids[:lead] + hint_ids + sep + prompt_ids[lead:]
-
-
-def cut_hint(tokenizer, text: str, budget: int) -> Optional[list[int]]:
-    """Ids of ``text``, cut to ``budget`` tokens ending with " ..." when longer; None when
-    fewer than MIN_HINT_TOKENS tokens of it would remain."""
-    hint_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    if len(hint_ids) > budget:
-        mark = list(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
-        keep = budget - len(mark)
-        if keep < MIN_HINT_TOKENS:
-            return None
-        hint_ids = hint_ids[:keep] + mark
-    return hint_ids
 
 
 def leading_special_count(tokenizer) -> int:
@@ -149,31 +135,11 @@ def check_sharpo_settings(c) -> None:
     using only ``{hint}``. An infinite tau or rho_max or a NaN threshold would silently
     turn SHARPO into plain GRPO (docs/method.md §4)."""
     # the coefficients: the kernel's own check (sharpo_kernels.SharpoCoefficients.checked)
-    SharpoCoefficients(c.lam, c.alpha, c.tau, c.rho_min, c.rho_max).checked()
+    SharpoCoefficients.of(c).checked()
     v = c.success_threshold
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError(f"success_threshold: expected a real number, got {type(v).__name__} {v!r}")
     if not math.isfinite(v):
         raise ValueError(f"success_threshold: expected a finite number, got {v}")
-    if isinstance(c.max_hint_tokens, bool) or not isinstance(c.max_hint_tokens, int):
-        raise TypeError(f"max_hint_tokens: expected an int, got {type(c.max_hint_tokens).__name__}")
-    if c.max_hint_tokens < MIN_HINT_TOKENS:
-        raise ValueError(f"max_hint_tokens: expected >= {MIN_HINT_TOKENS}, got {c.max_hint_tokens}")
-    if not isinstance(c.hint_template, str) or "{hint}" not in c.hint_template:
-        raise ValueError("hint_template: must be a string containing '{hint}'")
-    try:    # fields read before any formatting: a width ({hint:>3000000000}) would allocate
-        fields = [(name, spec, conv) for _, name, spec, conv in
-                  string.Formatter().parse(c.hint_template) if name is not None]
-    except ValueError as exc:
-        raise ValueError(f"hint_template: not a format string ({exc}); literal braces are "
-                         f"doubled: '{{{{' '}}}}'") from None
-    bad = [f"{{{n}{'!' + cv if cv else ''}{':' + sp if sp else ''}}}"
-           for n, sp, cv in fields if n != "hint" or sp or cv]
-    if bad:
-        raise ValueError(f"hint_template: {bad[0]!r}: only a plain {{hint}} field may be used "
-                         f"(no format spec or conversion; literal braces doubled: '{{{{' '}}}}')")
-    try:
-        c.hint_template.format(hint="")
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"hint_template: {{hint}} is the only field it may use "
-                         f"(literal braces doubled: '{{{{' '}}}}'); format failed: {exc!r}") from None
+    check_max_hint_tokens(c.max_hint_tokens)                 # hint.py's checks
+    check_template(c.hint_template, "hint_template")

@@ -42,10 +42,11 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
-from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_train.step.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
+from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
-from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
+from sharpo_train.hint import HINT_DEFAULTS
+from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
                                               response_segment_ids)
 
@@ -55,17 +56,17 @@ SEGMENTERS = ("tags", "completion")
 
 
 @dataclass
+@with_coefficients
 class SharpoConfig(GRPOConfig):
-    """``GRPOConfig`` plus SHARPO's settings (docs/method.md §4 for the parameters)."""
-    lam: float = field(default=D.lam, metadata={"help": "SHARPO mixing weight lambda, in [0, 1]."})
-    alpha: float = field(default=D.alpha, metadata={"help": "Bound of the segment weight deviation, in (0, 1)."})
-    tau: float = field(default=D.tau, metadata={"help": "Temperature of the gap squashing, > 0."})
-    rho_min: float = field(default=D.rho_min, metadata={"help": "Lower clip of the length factor, > 0."})
-    rho_max: float = field(default=D.rho_max, metadata={"help": "Upper clip of the length factor, >= rho_min."})
+    """``GRPOConfig`` plus SHARPO's settings: the kernel's coefficients (lam, alpha, tau,
+    rho_min, rho_max: ``sharpo_kernels.SharpoCoefficients``, their defaults and help; docs/
+    method.md §4), then these (the hint's: sharpo_train/hint.py)."""
     success_threshold: float = field(default=SUCCESS_THRESHOLD,
                                      metadata={"help": "A completion succeeds when its reward >= this."})
-    hint_template: str = field(default=HINT_TEMPLATE, metadata={"help": "Hint text; {hint} = the peer's completion."})
-    max_hint_tokens: int = field(default=256, metadata={"help": "Hint budget in tokens (the hint is cut)."})
+    hint_template: str = field(default=HINT_DEFAULTS.template,
+                               metadata={"help": "Hint text; {hint} = the peer's completion."})
+    max_hint_tokens: int = field(default=HINT_DEFAULTS.max_hint_tokens,
+                                 metadata={"help": "Hint budget in tokens (the hint is cut)."})
     segmenter: str = field(default="tags", metadata={"help": "'tags' (<think>/<action> per turn) or 'completion'."})
 
     def __post_init__(self):
@@ -218,8 +219,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
             s = completion_segment_ids(tok, comp[b], turn_mask[b][cmask[b].bool()].tolist(), a.segmenter)
             seg[b, :n] = torch.tensor(s, dtype=torch.long)
         seg = seg.to(device)
-        res = segment_advantage(teacher, student, seg, base, has_teacher=has_teacher, lam=a.lam, alpha=a.alpha,
-                                tau=a.tau, rho_min=a.rho_min, rho_max=a.rho_max, response_mask=loss_mask)
+        res = segment_advantage(teacher, student, seg, base, has_teacher=has_teacher, response_mask=loss_mask,
+                                **SharpoCoefficients.of(a).kwargs())
         self._sharpo_log(res, base, has_teacher)
         self.sharpo_last = {"teacher_logps": teacher, "student_logps": student, "segment_ids": seg, "base": base,
                             "has_teacher": has_teacher, "loss_mask": loss_mask, "rewards": rewards,
@@ -243,13 +244,12 @@ class SharpoGRPOTrainer(GRPOTrainer):
                             lead=self._sharpo_lead, template=a.hint_template)
 
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
-        scored = scored_segments(res.gap, base, has_teacher)
-        dev = base.device
-        stats = torch.tensor([float(has_teacher.sum()), float(has_teacher.numel()),
-                              float(res.gap[scored].sum()), float(res.weight[scored].sum()), float(scored.sum())],
-                             device=dev)
-        t = self.accelerator.gather(stats).view(-1, 5).sum(0).tolist()
+        """The trainer's ``sharpo/*`` dashboard (``credit.step_stats``; one completion = one
+        trajectory) over every process's completions of the step, into TRL's metrics."""
+        parts = StepStatInputs.of(res, base, has_teacher)
+        if self.accelerator.num_processes > 1:
+            from accelerate.utils import gather_object
+            parts = StepStatInputs.cat(gather_object([StepStatInputs.cat([parts])]))
         m = self._metrics["train"]
-        m["sharpo/teacher_coverage"].append(t[0] / max(t[1], 1.0))
-        m["sharpo/gap_mean"].append(t[2] / t[4] if t[4] else float("nan"))
-        m["sharpo/weight_mean"].append(t[3] / t[4] if t[4] else float("nan"))
+        for key, value in step_stats(parts, alpha=self.args.alpha, tau=self.args.tau).items():
+            m[key].append(float(value))

@@ -35,10 +35,11 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
-from sharpo_kernels import SHARPO_DEFAULTS as D, segment_advantage
-from sharpo_train.step.credit import SUCCESS_THRESHOLD, scored_segments, successful_peers
-from sharpo_train.integrations.common import (HINT_TEMPLATE, check_sharpo_settings, generation_suffix_ids,
-                                              insert_hint, left_pad, response_segment_ids)
+from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
+from sharpo_train.step.credit import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
+from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
+from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids, insert_hint, left_pad,
+                                              response_segment_ids)
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -46,9 +47,11 @@ except ImportError:  # pragma: no cover - the [verl] extra installs it
     tq = None
 
 TEACHER_KEY_PREFIX = "sharpoteacher"
-DEFAULTS = dict(lam=D.lam, alpha=D.alpha, tau=D.tau, rho_min=D.rho_min, rho_max=D.rho_max,
-                success_threshold=SUCCESS_THRESHOLD, max_hint_tokens=512, max_teacher_prompt_length=None,
-                hint_template=HINT_TEMPLATE)
+# algorithm.sharpo.*: the kernel's coefficients (sharpo_kernels.SharpoCoefficients), then the
+# hint's budget and template (sharpo_train/hint.py)
+DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
+                max_hint_tokens=HINT_DEFAULTS.max_hint_tokens, max_teacher_prompt_length=None,
+                hint_template=HINT_DEFAULTS.template)
 
 
 def _nonneg_index(values: np.ndarray) -> torch.Tensor:
@@ -106,10 +109,11 @@ def grpo_episode_advantage(reward: torch.Tensor, groups: np.ndarray, *, norm_adv
     return adv[:, 0].float()
 
 
-def compute_sharpo_advantage(data: DataProto, lam: float = D.lam, alpha: float = D.alpha, tau: float = D.tau,
-                             rho_min: float = D.rho_min, rho_max: float = D.rho_max, norm_adv_by_std: bool = True,
-                             epsilon: float = 1e-6) -> DataProto:
-    """SHARPO advantages (docs/method.md §4) for a verl batch in the per-step row layout.
+def compute_sharpo_advantage(data: DataProto, coefficients: SharpoCoefficients = SHARPO_DEFAULTS, *,
+                             norm_adv_by_std: bool = True, epsilon: float = 1e-6) -> DataProto:
+    """SHARPO advantages (docs/method.md §4) for a verl batch in the per-step row layout,
+    with ``coefficients`` (lam, alpha, tau, rho_min, rho_max; ``SharpoCoefficients.of(cfg)``
+    of ``sharpo_settings``).
 
     Reads tensors ``token_level_rewards``, ``response_mask``, ``old_log_probs``,
     ``teacher_log_probs`` ([B, T] fp32), ``sharpo_segment_ids`` ([B, T] int, -1 outside any
@@ -140,22 +144,12 @@ def compute_sharpo_advantage(data: DataProto, lam: float = D.lam, alpha: float =
     teacher = torch.where(has_teacher[:, None], b["teacher_log_probs"].float(), student)
     base = a_ep[traj_index]
     seg = segment_advantage(teacher, student, b["sharpo_segment_ids"].long(), base, has_teacher=has_teacher,
-                            lam=lam, alpha=alpha, tau=tau, rho_min=rho_min, rho_max=rho_max,
-                            response_mask=b["response_mask"], traj_index=traj_index)
+                            response_mask=b["response_mask"], traj_index=traj_index, **coefficients.kwargs())
     data.batch["advantages"] = seg.advantages
     data.batch["returns"] = seg.advantages.clone()
-    data.meta_info["sharpo_metrics"] = sharpo_metrics(seg, base, has_teacher)
+    data.meta_info["sharpo_metrics"] = sharpo_step_stats(seg, base, has_teacher, alpha=coefficients.alpha,
+                                                         tau=coefficients.tau, traj_index=traj_index)
     return data
-
-
-def sharpo_metrics(seg, base: torch.Tensor, has_teacher: torch.Tensor) -> dict[str, float]:
-    """teacher_coverage (rows with a teacher), gap_mean and weight_mean over scored segments."""
-    scored = scored_segments(seg.gap, base, has_teacher)
-    gaps, w = seg.gap[scored], seg.weight[scored]
-    return {"sharpo/teacher_coverage": float(has_teacher.float().mean()) if has_teacher.numel() else 0.0,
-            "sharpo/gap_mean": float(gaps.mean()) if gaps.numel() else 0.0,
-            "sharpo/weight_mean": float(w.mean()) if w.numel() else 1.0,
-            "sharpo/segments_scored": float(scored.sum())}
 
 
 def _needs_teacher_message(*_, **__):
@@ -198,7 +192,7 @@ def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
         check_sharpo_settings(SimpleNamespace(**cfg))
     except (TypeError, ValueError) as e:
         raise type(e)(f"algorithm.sharpo.{e}") from None
-    for key in ("lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"):
+    for key in (*COEFFICIENT_NAMES, "success_threshold"):
         cfg[key] = float(cfg[key])
     v = cfg["max_teacher_prompt_length"]
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
@@ -214,16 +208,17 @@ def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- teacher batch
 def peer_hint_text(tokenizer, response_ids: Sequence[Sequence[int]]) -> str:
-    """The peer's trajectory as hint text: its generated responses, one line per step."""
-    lines = [tokenizer.decode(list(r), skip_special_tokens=True).strip() for r in response_ids]
-    return "\n".join(f"Step {k + 1}: {line}" for k, line in enumerate(lines))
+    """The peer's trajectory as hint text (the template's ``{hint}``): its generated
+    responses, one ``hint.response_line`` per step."""
+    return render_lines([tokenizer.decode(list(r), skip_special_tokens=True).strip() for r in response_ids],
+                        line=response_line)
 
 
 def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
                         uid: Sequence, traj_uid: Sequence, rewards: Sequence[float], *,
-                        max_prompt_length: int, max_hint_tokens: int = 512,
+                        max_prompt_length: int, max_hint_tokens: int = HINT_DEFAULTS.max_hint_tokens,
                         success_threshold: float = SUCCESS_THRESHOLD,
-                        hint_template: str = HINT_TEMPLATE,
+                        hint_template: str = HINT_DEFAULTS.template,
                         response_width: Optional[int] = None) -> DataProto:
     """Teacher rows for a per-step batch (one row per environment step, unpadded ids).
 
@@ -300,9 +295,9 @@ def keys_to_uids(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 class SharpoTrainerMixin:
     """Mix into a verl v1 ``PPOTrainer`` subclass (before it in the bases). With
     ``algorithm.adv_estimator=sharpo`` its ``_compute_advantage`` computes SHARPO; any other
-    estimator goes to the parent. Settings: ``algorithm.sharpo.{lam, alpha, tau, rho_min,
-    rho_max, success_threshold, max_hint_tokens, max_teacher_prompt_length, hint_template}``
-    (defaults: ``DEFAULTS``; ``max_teacher_prompt_length`` defaults to
+    estimator goes to the parent. Settings: ``algorithm.sharpo.*``, the keys of ``DEFAULTS``
+    (the kernel's coefficients, success_threshold, max_hint_tokens,
+    max_teacher_prompt_length, hint_template; ``max_teacher_prompt_length`` defaults to
     ``data.max_prompt_length + max_hint_tokens``).
     """
 
@@ -348,8 +343,8 @@ class SharpoTrainerMixin:
         data.batch["sharpo_segment_ids"] = build_segment_ids(self.tokenizer, responses, R)
 
         data = compute_sharpo_advantage(
-            data, lam=cfg["lam"], alpha=cfg["alpha"], tau=cfg["tau"], rho_min=cfg["rho_min"],
-            rho_max=cfg["rho_max"], norm_adv_by_std=self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
+            data, SharpoCoefficients.of(cfg),
+            norm_adv_by_std=self.config.algorithm.get("norm_adv_by_std_in_grpo", True))
         metrics.update(data.meta_info["sharpo_metrics"])
 
         from tensordict import TensorDict

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sharpo_kernels import SharpoCoefficients
 from sharpo_train.integrations.verl import (build_segment_ids, build_teacher_batch,
                                             compute_sharpo_advantage, sharpo_settings)
 
@@ -184,8 +185,7 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
                  "sharpo_has_teacher": has_teacher},
         non_tensors={"uid": uid, "traj_uid": traj_uid})
     view = compute_sharpo_advantage(
-        view, lam=cfg["lam"], alpha=cfg["alpha"], tau=cfg["tau"], rho_min=cfg["rho_min"], rho_max=cfg["rho_max"],
-        norm_adv_by_std=bool(_get(config, "algorithm.norm_adv_by_std_in_grpo", True)))
+        view, SharpoCoefficients.of(cfg), norm_adv_by_std=bool(_get(config, "algorithm.norm_adv_by_std_in_grpo", True)))
     adv = view.batch["advantages"] + penalty[:, None] * resp_mask.float()        # [U, T]
 
     b["advantages"] = adv[back_t]

@@ -23,14 +23,16 @@ from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
 from ..settings.loader import apply_overrides, in_range, parse_overrides, validate_settings
 from ..models.model import build_optimizer, build_policy
+from .. import hint as H
 from ..runs.outputs import check_out_dir, install_dir, new_build_dir
-from ..step.teacher import HINT_PLACEMENTS, HINT_SCOPES, teacher_text
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(H.HintKeys):
     """`sharpo sft` settings (``key=value``; ``model.<key>`` sets the policy's ModelConfig,
-    the trainer's: sharpo_train/settings/config.py). Read by loader.load_settings."""
+    the trainer's: sharpo_train/settings/config.py). Read by loader.load_settings. The ``hint_*``
+    keys of the hinted copies (``hint_fraction``) are the trainer's ``teacher.hint_*``
+    (hint.py ``HintKeys``: same defaults, same checks); set them as the RL run does."""
 
     epochs: float = 3.0          # passes over the demonstrations (fractions allowed)
     max_steps: int = 0           # > 0: stop after this many optimizer steps
@@ -52,10 +54,6 @@ class SFTConfig:
                                  # its own trajectory as the teacher's hint (the trainer's
                                  # teacher layout), so that reading a hint is in distribution
                                  # for the teacher (docs/training.md, "Hint-aware warm start")
-    hint_max_observation_chars: int = 200   # as teacher.hint_max_observation_chars
-    hint_placement: str = "after_task"      # as teacher.hint_placement (the RL run's layout)
-    hint_scope: str = "trajectory"          # as teacher.hint_scope (to_turn: the hint stops
-                                            # at the turn being answered)
     hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
                                             # are used (env.name of the RL run; the recipes
                                             # set it to demo.env)
@@ -66,6 +64,7 @@ class SFTConfig:
                                             # there is in distribution (no one-signed gap)
 
     def validate(self) -> None:
+        super().validate()
         in_range(self, "epochs", 0, 10000, lo_open=True)
         in_range(self, "max_steps", 0, 10 ** 7)
         in_range(self, "batch_size", 1, 65536)
@@ -80,13 +79,6 @@ class SFTConfig:
         in_range(self, "threads", 0, 1024)
         in_range(self, "prompt_loss_weight", 0, 100)
         in_range(self, "hint_fraction", 0, 1)
-        in_range(self, "hint_max_observation_chars", 0, 100000)
-        if self.hint_scope not in HINT_SCOPES:
-            raise UsageError(f"hint_scope: expected one of {list(HINT_SCOPES)}, "
-                             f"got {self.hint_scope!r}")
-        if self.hint_placement not in HINT_PLACEMENTS:
-            raise UsageError(f"hint_placement: expected one of {list(HINT_PLACEMENTS)}, "
-                              f"got {self.hint_placement!r}")
         if self.hint_env not in ENVS:
             raise UsageError(f"hint_env: expected one of {env_names()}, got {self.hint_env!r}")
 
@@ -130,8 +122,7 @@ THINK_END = "</think>"      # end of a reply's reasoning segment (segments.py)
 
 
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
-                 max_observation_chars: int = 200, placement: str = "after_task",
-                 scope: str = "trajectory", env: str = DEFAULT_ENV,
+                 settings: H.HintSettings = H.HINT_DEFAULTS, env: str = DEFAULT_ENV,
                  every_turn: bool = False) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message with a hint, laid out exactly as the trainer lays out a
@@ -143,12 +134,14 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     ``episode`` when present, else by ``task_id``; a record with ``hint_informative``
     false (a turn the hint says nothing about) gets no hinted copy unless ``every_turn``
     (sft.hint_every_turn): then its copy is trained on the reply's reasoning only (up to
-    ``</think>``; ``train_chars``), not on its action. ``scope="to_turn"``
-    (teacher.hint_scope): the turn's record's ``hint_to_turn`` text, else the trajectory up
-    to and including that turn. ``env``: the environment (its EnvSpec's
-    ``prompts.render_hint`` and task line)."""
+    ``</think>``; ``train_chars``), not on its action. ``settings``: the hint's placement,
+    scope and observation cut (hint.py); scope ``to_turn``: the turn's record's
+    ``hint_to_turn`` text, else the trajectory up to and including that turn
+    (``hint.scoped``). ``env``: the environment (its EnvSpec's ``prompts.render_hint`` and
+    task line)."""
 
     spec = get_spec(env)
+    to_turn = settings.scope == H.SCOPE_TO_TURN
 
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"hint_fraction: expected a number in [0, 1], got {fraction!r}")
@@ -158,7 +151,7 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
             rec = json.loads(line)
             if isinstance(rec, dict) and (isinstance(rec.get("hint"), str) or (
                     "action" in rec and "observation_after" in rec)) and (
-                    scope != "to_turn" or isinstance(rec.get("hint_to_turn"), str)
+                    not to_turn or isinstance(rec.get("hint_to_turn"), str)
                     or ("action" in rec and "observation_after" in rec)):
                 key = rec.get("episode", rec.get("task_id"))
                 episodes.setdefault(str(key), []).append(rec)
@@ -169,19 +162,18 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     for name in sorted(chosen):
         recs = sorted(episodes[name], key=lambda r: r.get("step", 0))
         render_hint = spec.prompts.render_hint
+        steps = [(r.get("action"), r.get("observation_after")) for r in recs]
         hint = recs[0].get("hint")
         if not isinstance(hint, str):
-            hint = render_hint([(r["action"], r["observation_after"]) for r in recs],
-                               max_observation_chars=max_observation_chars)
+            hint = render_hint(steps, max_observation_chars=settings.max_observation_chars)
         for k, r in enumerate(recs):
             if r.get("hint_informative") is False and not every_turn:   # a corridor free turn
                 continue
-            if scope == "to_turn":
+            if to_turn:
                 hint = r.get("hint_to_turn")
                 if not isinstance(hint, str):
-                    hint = render_hint([(x["action"], x["observation_after"])
-                                        for x in recs[:k + 1]],
-                                       max_observation_chars=max_observation_chars)
+                    hint = render_hint(H.scoped(steps, settings.scope, k),
+                                       max_observation_chars=settings.max_observation_chars)
             user, reply = r["messages"][0], dict(r["messages"][-1])
             if r.get("hint_informative") is False:
                 # every_turn: the reasoning only (up to </think>), never the door the hint
@@ -190,8 +182,8 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                 if end < 0:
                     continue
                 reply["train_chars"] = end + len(THINK_END)
-            out.append([{"role": "user", "content": teacher_text(user["content"], hint, placement,
-                                                                 spec.task_line_prefix)},
+            out.append([{"role": "user", "content": H.place_hint(
+                user["content"], hint, settings.placement, spec.task_line_prefix)},
                         reply])
     return out
 
@@ -282,8 +274,7 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
     messages = load_demos(demos_path)
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
-                                 cfg.hint_max_observation_chars, cfg.hint_placement,
-                                 cfg.hint_scope, cfg.hint_env, cfg.hint_every_turn)
+                                 cfg.hint_settings(), cfg.hint_env, cfg.hint_every_turn)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)

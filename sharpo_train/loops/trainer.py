@@ -24,6 +24,7 @@ import math
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,6 +33,7 @@ from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
 from ..settings.config import Config, check_resume, save_config
+from ..step.credit import teacher_coverage
 from ..analysis.credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from ..runs.credit_record import credit_record, write_credit
 from ..models.device import resolve_device
@@ -41,6 +43,7 @@ from ..estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from ..estimators.oracle import LABELS_KEY, perfect_teacher_logp
 from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
+from ..hint import SCOPE_TO_TURN
 from ..io import atomic_write_json, read_jsonl
 from ..settings.loader import load_settings
 from ..runs.metrics import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
@@ -51,8 +54,8 @@ from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
 from ..runs.run_lock import RunLock
 from ..step.scoring import ScoreStats, tree_logprobs
-from ..step.teacher import (assign_teachers, render_hints, scatter_teacher_logp, teacher_rows,
-                            turn_hints)
+from ..step.teacher import (TeacherRows, assign_teachers, render_hints, scatter_teacher_logp,
+                            teacher_rows, turn_hints)
 from ..step.update import update_policy
 
 
@@ -80,6 +83,16 @@ def _first_missing(path: Path):
 
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919) % (2 ** 31)
+
+
+@dataclass
+class ScoreCounts:
+    """What ``Trainer.score`` counted (the metrics line's ``sharpo/*`` and ``scoring/*``)."""
+    teacher_rows: int = 0            # teacher rows scored
+    hints_truncated: int = 0         # of them, hints cut to fit
+    hints_not_fitting: int = 0       # rows with no room for a hint (neutral, teacher.py)
+    tokens_through_model: int = 0    # tokens the policy ran (shared prefixes once)
+    tokens_unshared: int = 0         # tokens of every student and teacher sequence
 
 
 class NonFiniteTrainingError(UsageError):
@@ -207,7 +220,7 @@ class Trainer:
         if self.spec.exact_labels is not None:   # oracle estimators, teacher.oracle, credit record
             batch.meta[LABELS_KEY] = self.spec.load("exact_labels")(batch.episodes)
         t1 = time.perf_counter()
-        self.score(batch, rng)                                    # theta_old, no gradient
+        scored = self.score(batch, rng, step)                     # theta_old, no gradient
         credit = self.credit(batch)                               # [B, L] advantages
         t2 = time.perf_counter()
         upd = self.update(batch, seed)                            # policy loss, optimizer
@@ -216,7 +229,7 @@ class Trainer:
         if cfg.log.credit_every and step % cfg.log.credit_every == 0:
             write_credit(self.run_dir, credit_record(step, cfg.method, cfg.estimator, batch,
                                                      credit, self.tokenizer))
-        rec = self.metrics(step, batch, credit, upd, (t0, t1, t2, t3))
+        rec = self.metrics(step, batch, credit, upd, scored, (t0, t1, t2, t3))
         rec.update(logp_mismatch(batch) if len(batch) else {})    # engine vs trainer log-probs
         labels = self.credit_quality(batch, credit, rec, seed) if cfg.log.credit_quality else None
         if cfg.log.save_batches and step % cfg.log.save_batches == 0:
@@ -248,32 +261,50 @@ class Trainer:
             generation_batch_size=r.generation_batch_size, autocast_bf16=cfg.model.autocast_bf16,
             engine=None if r.engine == "hf" else self.engine, seed=torch.initial_seed() % 2**31)
 
-    def score(self, batch: StepBatch, rng: random.Random) -> None:
-        """Fill the scoring fields of ``batch``: A_i per episode, teachers and hints (when
-        the method needs them, teacher.py), old-policy log-probs of every row and teacher
-        log-probs of the rows that have a teacher (one shared-prefix pass for both), and
-        reference log-probs when KL is on."""
-        cfg, B = self.cfg, len(batch)
-        n = batch.num_episodes
-        fill_episode_advantages(batch, self.params)                        # [N] A_i
-        batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
-                            if self.estimator.needs_teacher else [None] * n)
-        batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of,
-                                   cfg.teacher.hint_max_observation_chars)
-        row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of,
-                               cfg.teacher.hint_max_observation_chars)
-                    if cfg.teacher.hint_scope == "to_turn" else None)
-        teachers = teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
-                                max_prompt_tokens=cfg.teacher.max_prompt_tokens,
-                                skip_zero_advantage=cfg.teacher.skip_zero_advantage,
-                                placement=cfg.teacher.hint_placement,
-                                task_prefix=self.spec.task_line_prefix, row_hint=row_hint)
+    def score(self, batch: StepBatch, rng: random.Random, step: int) -> ScoreCounts:
+        """With theta_old and no gradient, fill the scoring fields of ``batch``: A_i per
+        episode, the teachers, the log-probs of every row and teacher row, the reference's.
+        Returns the step's counters."""
+        fill_episode_advantages(batch, self.params)                       # [N] A_i
+        teachers = self.teachers(batch, rng)                              # peers -> hints -> rows
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
+        through_model = self.score_policy(batch, teachers, seqs, counts, step)
+        self.score_reference(batch, seqs[:len(batch)], counts[:len(batch)])
+        return ScoreCounts(teacher_rows=len(teachers.rows),
+                           hints_truncated=int(teachers.hints_truncated),
+                           hints_not_fitting=len(teachers.neutral),
+                           tokens_through_model=through_model,
+                           tokens_unshared=sum(len(s) for s in seqs))
+
+    def teachers(self, batch: StepBatch, rng: random.Random) -> TeacherRows:
+        """A successful peer per episode when the method needs one (``batch.teacher_of``),
+        its hint (``batch.hints``; hint.py, cut by ``teacher.hint_scope``) and the teacher
+        rows: prompt + hint | the row's response (teacher.py)."""
+        cfg, n = self.cfg, batch.num_episodes
+        batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
+                            if self.estimator.needs_teacher else [None] * n)
+        hint = cfg.teacher.hint_settings()
+        batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
+        row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
+                    if hint.scope == SCOPE_TO_TURN else None)
+        return teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
+                            max_prompt_tokens=cfg.teacher.max_prompt_tokens,
+                            skip_zero_advantage=cfg.teacher.skip_zero_advantage,
+                            placement=hint.placement, task_prefix=self.spec.task_line_prefix,
+                            row_hint=row_hint)
+
+    def score_policy(self, batch: StepBatch, teachers: TeacherRows, seqs: list, counts: list,
+                     step: int) -> int:
+        """One shared-prefix pass of the policy over the B student rows and the T teacher
+        rows (``seqs`` / ``counts``: students first): ``old_logp`` [B, L],
+        ``teacher_logp`` [B, L] and ``has_teacher`` [B], and ``old_entropy`` [B, L] when
+        the method or a saved batch needs it. Returns the tokens run through the model."""
+        cfg, B = self.cfg, len(batch)
         stats = ScoreStats()
         self.model.eval()
         # EMPG; and a batch saved for offline scoring holds them for every method
-        saved = cfg.log.save_batches and batch.meta.get("step", 0) % cfg.log.save_batches == 0
+        saved = cfg.log.save_batches and step % cfg.log.save_batches == 0
         entropy = self.estimator.needs_entropy or bool(saved)
         logps = self._logprobs(self.model, seqs, counts, stats, entropy) if B else []
         if entropy:
@@ -284,14 +315,13 @@ class Trainer:
             batch.old_logp, teachers.rows, logps[B:], teachers.neutral)     # [B, L], [B]
         if cfg.teacher.oracle and B:          # the perfect teacher: gap = exact label
             batch.teacher_logp = perfect_teacher_logp(batch)
-        if self.ref_model is not None and B:
-            batch.ref_logp = pad_rows(self._logprobs(self.ref_model, seqs[:B], counts[:B],
+        return stats.tokens_through_model
+
+    def score_reference(self, batch: StepBatch, seqs: list, counts: list) -> None:
+        """``ref_logp`` [B, L] of the frozen reference when KL is on."""
+        if self.ref_model is not None and len(batch):
+            batch.ref_logp = pad_rows(self._logprobs(self.ref_model, seqs, counts,
                                                      ScoreStats()), batch.width)
-        batch.meta.update({"sharpo/teacher_rows": len(teachers.rows),
-                           "sharpo/hints_truncated": int(teachers.hints_truncated),
-                           "sharpo/hints_not_fitting": len(teachers.neutral),
-                           "scoring/tokens_through_model": stats.tokens_through_model,
-                           "scoring/tokens_unshared": sum(len(s) for s in seqs)})
 
     def _logprobs(self, model, seqs, counts, stats: ScoreStats, entropy: bool = False):
         """[len] log-probs per sequence (and entropies as a second list when ``entropy``)."""
@@ -325,7 +355,7 @@ class Trainer:
                              generator=torch.Generator().manual_seed(seed))
 
     def metrics(self, step: int, batch: StepBatch, credit: CreditOutput, upd: dict,
-                times) -> dict:
+                scored: ScoreCounts, times) -> dict:
         """The metrics line of a step (docs/run_directory.md)."""
         t0, t1, t2, t3 = times
         episodes = batch.episodes
@@ -339,11 +369,11 @@ class Trainer:
         rec.update({"adv/mean": float(adv.mean()) if adv.numel() else 0.0,
                     "adv/std": float(adv.std()) if adv.numel() > 1 else 0.0,
                     "adv/abs_mean": float(adv.abs().mean()) if adv.numel() else 0.0,
-                    "sharpo/teacher_coverage":
-                        sum(t is not None for t in batch.teacher_of) / max(len(episodes), 1),
-                    "sharpo/teacher_rows": batch.meta["sharpo/teacher_rows"],
-                    "sharpo/hints_truncated": batch.meta["sharpo/hints_truncated"],
-                    "sharpo/hints_not_fitting": batch.meta.get("sharpo/hints_not_fitting", 0)})
+                    "sharpo/teacher_coverage": teacher_coverage(batch.has_teacher,
+                                                                batch.traj_index),
+                    "sharpo/teacher_rows": scored.teacher_rows,
+                    "sharpo/hints_truncated": scored.hints_truncated,
+                    "sharpo/hints_not_fitting": scored.hints_not_fitting})
         rec.update(credit.stats)
         if "aux_loss" in upd:                     # methods with a loss term (SDAR)
             rec["aux_loss"] = upd["aux_loss"]
@@ -354,8 +384,8 @@ class Trainer:
                     "time/rollout": t1 - t0, "time/scoring": t2 - t1, "time/update": t3 - t2,
                     "episodes": len(episodes), "rows": len(batch), "generated_tokens": gen_tokens,
                     "turns_mean": sum(len(ep.turns) for ep in episodes) / max(len(episodes), 1),
-                    "scoring/tokens_through_model": batch.meta["scoring/tokens_through_model"],
-                    "scoring/tokens_unshared": batch.meta["scoring/tokens_unshared"],
+                    "scoring/tokens_through_model": scored.tokens_through_model,
+                    "scoring/tokens_unshared": scored.tokens_unshared,
                     "env_faults": int(batch.env_fault.sum())})
         return rec
 

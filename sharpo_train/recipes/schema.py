@@ -108,7 +108,7 @@ def parse_method(item: str) -> tuple[str, float | None]:
                           f"{sorted(ESTIMATORS)}, optionally NAME:<value>")
     est = ESTIMATORS[name]
     if not sep:
-        return name, (getattr(est.params(), est.knob) if name == "sharpo" else None)
+        return name, est.default_knob()
     need(est.knob is not None, "methods", f"{name} without a value (it has no knob)", item)
     try:
         value = float(raw)

@@ -20,7 +20,6 @@ from typing import Optional
 
 from ..settings.config import flat_keys, load_config
 from ..estimators import ESTIMATORS
-from ..estimators.oracle import ORACLE_LABELS
 from ..settings.loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
                                split_override, validate_settings)
 from ..loops.sft import SFTConfig, parse_sft_overrides
@@ -117,20 +116,11 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
     estimator's knob (schema.parse_method); ``extras`` are the arm's own ``key=value``
     trainer settings (``NAME@optim.lr=2e-3``: schema.split_method), named in its label
     and its run folder's name."""
-    if name == "grpo":
-        label, slug, over = "GRPO", "grpo", ["method=grpo"]
-    elif name == "sharpo":
-        label, slug = f"SHARPO (λ={value:g}", f"sharpo-lam{value:g}"
-        over = ["method=sharpo", f"estimator.lam={value!r}"]
-    else:
-        label = {"gigpo": "GiGPO", "sharpo_rho": "SHARPO ρ-only",
-                 **ORACLE_LABELS}.get(name, name.upper())
-        if value is None:
-            label, slug, over = label, name, [f"method={name}"]
-        else:
-            knob = ESTIMATORS[name].knob
-            label, slug = f"{label} ({knob}={value:g}", f"{name}-{value:g}"
-            over = [f"method={name}", f"estimator.{knob}={value!r}"]
+    est = ESTIMATORS[name]
+    label, slug, over = est.run_label(value), name, [f"method={name}"]
+    if value is not None:       # the run folder names the knob where the label does (λ)
+        slug = f"{name}-{est.knob if est.knob_label else ''}{value:g}"
+        over.append(f"estimator.{est.knob}={value!r}")
     shown = []
     for x in extras:
         key, _, raw = x.partition("=")

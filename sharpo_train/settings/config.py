@@ -30,6 +30,7 @@ import yaml
 
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import ConfigError, UsageError
+from ..hint import HintKeys
 from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
@@ -38,7 +39,6 @@ from .loader import (INT_LIMIT, OverrideText, apply_overrides, check_schema, coe
                      parse_value, read_yaml_layers, split_override, validate_settings)
 from ..runs.metrics import parse_report_to
 from ..step.losses import AGGREGATIONS, POLICY_LOSSES
-from ..step.teacher import HINT_PLACEMENTS, HINT_SCOPES
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
@@ -175,28 +175,23 @@ class RolloutConfig:
 
 
 @dataclass
-class TeacherConfig:
+class TeacherConfig(HintKeys):
+    """``teacher.*``: which peer teaches and how its hint is built. The ``hint_*`` keys
+    (placement after_task | after_observation, scope trajectory | to_turn,
+    max_observation_chars) and their checks are hint.py's (``HintKeys``; docs/training.md,
+    hint placement)."""
     choice: str = "random"                # random | first: which successful peer
     max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
-    hint_max_observation_chars: int = 200
     skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
-    hint_placement: str = "after_task"    # after_task | after_observation (teacher.py,
-                                          # docs/training.md, hint placement)
-    hint_scope: str = "trajectory"        # trajectory | to_turn: the peer's whole trajectory,
-                                          # or its turns up to the row's (teacher.py)
     oracle: bool = False                  # the perfect teacher: gap = the env's exact label
                                           # (+1 right / -1 wrong move, 0 elsewhere) instead
                                           # of the hinted model's (estimators/oracle.py); a
                                           # diagnostic ceiling, not the method
 
     def validate(self) -> None:
-        need(self.hint_scope in HINT_SCOPES, "hint_scope", " or ".join(HINT_SCOPES),
-             self.hint_scope)
+        super().validate()
         need(self.choice in ("random", "first"), "choice", "random or first", self.choice)
-        need(self.hint_placement in HINT_PLACEMENTS, "hint_placement",
-             " or ".join(HINT_PLACEMENTS), self.hint_placement)
         in_range(self, "max_prompt_tokens", 1, 1 << 20)
-        in_range(self, "hint_max_observation_chars", 0, 1 << 20)
 
 
 @dataclass

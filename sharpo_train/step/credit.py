@@ -3,33 +3,32 @@ engine integrations (integrations/verl.py, trl.py, common.py): plain values and 
 plain values and tensors out, nothing read from a run, a config or an engine.
 
 - teacher rule (docs/method.md §3): ``successful_peers`` picks each episode's successful
-  peer in its group; ``SUCCESS_THRESHOLD``, ``HINT_SEPARATOR``, ``TRUNCATION_MARK`` and
-  ``MIN_HINT_TOKENS`` are the constants of the hint both sides build.
+  peer in its group (success: reward >= ``SUCCESS_THRESHOLD``); the hint built from it
+  is sharpo_train/hint.py's.
 - group statistics (docs/method.md §1): ``grouped_normalise`` (value minus its group's mean,
   over the group's std) and ``group_advantages``, GRPO's A_i of every episode.
 - step statistics of SHARPO's segments (docs/method.md §4): ``scored_segments`` (which
-  segments carry a teacher signal) and ``sharpo_step_stats`` (the metrics line's
-  ``sharpo/*`` summaries).
+  segments carry a teacher signal), ``teacher_coverage`` and ``sharpo_step_stats`` /
+  ``step_stats`` (the ``sharpo/*`` dashboard: one definition, one set of denominators and
+  NaN for nothing to average, in the trainer, verl, verl-agent and TRL).
 SHARPO's coefficients and their defaults live with the kernel
 (``sharpo_kernels.SHARPO_DEFAULTS``).
 """
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 
-__all__ = ["SUCCESS_THRESHOLD", "HINT_SEPARATOR", "TRUNCATION_MARK", "MIN_HINT_TOKENS",
-           "TEACHER_CHOICES", "successful_peers", "grouped_normalise", "group_advantages",
-           "scored_segments", "sharpo_step_stats"]
+__all__ = ["SUCCESS_THRESHOLD", "TEACHER_CHOICES", "successful_peers", "grouped_normalise", "group_advantages",
+           "scored_segments", "covered_trajectories", "teacher_coverage", "StepStatInputs", "step_stats",
+           "sharpo_step_stats"]
 
 # ---------------------------------------------------------------------------- teacher rule
 
 SUCCESS_THRESHOLD = 0.5      # success <=> reward >= threshold (1/0 rewards and verl-agent's 10/0)
-HINT_SEPARATOR = "\n\n"      # between the prompt text and the hint
-TRUNCATION_MARK = " ..."     # ends a hint cut to fit; the hint is cut, never the task
-MIN_HINT_TOKENS = 8          # fewer hint tokens than this fit: the row gets no teacher
 TEACHER_CHOICES = ("random", "first")
 
 
@@ -115,23 +114,74 @@ def scored_segments(gap: torch.Tensor, base: torch.Tensor, has_teacher: torch.Te
     return ~torch.isnan(gap) & has_teacher[:, None] & (base != 0)[:, None]
 
 
-def sharpo_step_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, *, alpha: float,
-                      tau: float) -> dict:
-    """Per-step summaries of SHARPO's segment statistics (``seg``: a ``SegmentAdvantage``;
-    base [B], has_teacher [B]): gap mean/std and weight mean/min/max over the scored
-    segments, the fraction whose squashed gap reaches the clip bound alpha, the length
-    factor's range over every real segment, and the number scored. NaN where there is
-    nothing to average."""
+def covered_trajectories(has_teacher: torch.Tensor, traj_index: Optional[torch.Tensor] = None
+                         ) -> torch.Tensor:
+    """[N] bool: the trajectories with a teacher, i.e. with ``has_teacher`` on at least one
+    of their rows (has_teacher [B] bool; traj_index [B] int64, the trajectory of each row,
+    numbered as ``torch.unique`` orders them; None: one row per trajectory, e.g. TRL's
+    completions)."""
+    has_teacher = has_teacher.bool()
+    if traj_index is None:
+        return has_teacher
+    _, inv = torch.unique(traj_index.to(has_teacher.device), return_inverse=True)
+    covered = torch.zeros(int(inv.max()) + 1 if inv.numel() else 0, dtype=torch.bool,
+                          device=has_teacher.device)
+    covered[inv[has_teacher]] = True
+    return covered
+
+
+def teacher_coverage(has_teacher: torch.Tensor, traj_index: Optional[torch.Tensor] = None
+                     ) -> float:
+    """The share of trajectories with a teacher (``covered_trajectories``): the
+    denominator is trajectories in every engine; NaN for an empty batch."""
+    covered = covered_trajectories(has_teacher, traj_index)
+    return float(covered.float().mean()) if covered.numel() else float("nan")
+
+
+@dataclass
+class StepStatInputs:
+    """What the step statistics average, flat, so that engines that split a step over
+    processes can concatenate them first (TRL): gaps and weights [S] of the scored
+    segments, length factors [R] of every real segment, covered [N] bool per trajectory."""
+    gaps: torch.Tensor
+    weights: torch.Tensor
+    length_factors: torch.Tensor
+    covered: torch.Tensor
+
+    @staticmethod
+    def of(seg, base: torch.Tensor, has_teacher: torch.Tensor,
+           traj_index: Optional[torch.Tensor] = None) -> "StepStatInputs":
+        """From a ``SegmentAdvantage`` ``seg``, base [B] A_i per row, has_teacher [B] bool
+        and traj_index [B] (None: one row per trajectory)."""
+        valid = ~torch.isnan(seg.weight)
+        scored = valid & scored_segments(seg.gap, base, has_teacher)
+        return StepStatInputs(seg.gap[scored].float(), seg.weight[scored].float(),
+                              seg.length_factor[valid].float(),
+                              covered_trajectories(has_teacher, traj_index))
+
+    @staticmethod
+    def cat(parts: Sequence["StepStatInputs"]) -> "StepStatInputs":
+        """The inputs of several processes' shares of one step, on the CPU."""
+        return StepStatInputs(*(torch.cat([getattr(p, k).detach().cpu() for p in parts])
+                                for k in ("gaps", "weights", "length_factors", "covered")))
+
+
+def step_stats(x: StepStatInputs, *, alpha: float, tau: float) -> dict:
+    """The ``sharpo/*`` dashboard of a step (docs/training.md, metrics; every engine shows
+    these keys): ``teacher_coverage`` (share of trajectories with a teacher), gap
+    mean/std and weight mean/min/max over the scored segments (a real segment of a row
+    with a teacher and A_i != 0), the fraction whose squashed gap reaches the clip bound
+    alpha, the length factor's range over every real segment, and the number scored.
+    NaN where there is nothing to average (an empty batch, no scored segment)."""
     nan = float("nan")
-    valid = ~torch.isnan(seg.weight)
-    scored = valid & scored_segments(seg.gap, base, has_teacher)
-    gaps, w, rho = seg.gap[scored], seg.weight[scored], seg.length_factor[valid]
+    gaps, w, rho = x.gaps, x.weights, x.length_factors
 
     def pick(t, fn):
         return fn(t).item() if t.numel() else nan
     # u(gap) reaches +-alpha: the clip bound is active
     clipped = (torch.tanh(gaps / (2 * tau)).abs() >= alpha) if gaps.numel() else gaps
     return {
+        "sharpo/teacher_coverage": pick(x.covered.float(), torch.mean),   # teacher_coverage
         "sharpo/gap_mean": pick(gaps, torch.mean),
         "sharpo/gap_std": pick(gaps, lambda t: t.std() if t.numel() > 1 else torch.tensor(0.)),
         "sharpo/weight_mean": pick(w, torch.mean),
@@ -140,5 +190,11 @@ def sharpo_step_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, *, alp
         "sharpo/clipped_frac": pick(clipped.float(), torch.mean),
         "sharpo/length_factor_min": pick(rho, torch.min),
         "sharpo/length_factor_max": pick(rho, torch.max),
-        "sharpo/segments_scored": int(scored.sum()),
+        "sharpo/segments_scored": int(gaps.numel()),
     }
+
+
+def sharpo_step_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, *, alpha: float,
+                      tau: float, traj_index: Optional[torch.Tensor] = None) -> dict:
+    """``step_stats`` of one process's step (``StepStatInputs.of``; shapes there)."""
+    return step_stats(StepStatInputs.of(seg, base, has_teacher, traj_index), alpha=alpha, tau=tau)

@@ -6,29 +6,30 @@ log-probs back into the batch. Shapes: N episodes, B rows, T teacher rows, L as 
   episode ended by an env fault neither gets nor gives one.
   ``choice="random"`` draws the peer with the trainer's seeded RNG, ``"first"`` takes the
   first eligible one (fewest distinct hints, most prefix sharing).
-- ``render_peer_hint`` / ``render_hints``: the peer's trajectory as the environment's hint
-  text ("A successful attempt at this task: ...", its actions and the observations after
-  them).
+- ``peer_hint`` / ``render_hints`` / ``turn_hints``: the peer's trajectory as the
+  environment's hint text (its ``render_hint``: "A successful attempt at this task: ...",
+  its actions and the observations after them; hint.py), cut by ``teacher.hint_scope``.
 - ``teacher_rows``: which rows get a teacher and their token sequences
   (``prompt + hint | same response``); ``scatter_teacher_logp`` puts the scored teacher
   log-probs back into [B, L].
-- ``teacher_prompt``: where the hint goes (``teacher.hint_placement``, docs/training.md,
-  hint placement). docs/method.md §3 puts it in the first user message and writes the
-  teacher as ``prompt + hint | same generated tokens``. In the per-turn-row layout every
-  row has exactly one user message, which starts with the task:
-  * ``"after_task"`` (default): right after the task sentence (``task_end``), before the
-    history and the current observation: user text = head + "\n\n" + hint + "\n\n" +
-    rest. The conversation's first user message is the task, so this is §3's layout; and
-    every teacher row of an episode (all its turns) starts with the same
+- ``teacher_prompt``: the teacher prompt ids of one row: the hint placed as
+  ``teacher.hint_placement`` says (``hint.place_hint``; docs/training.md, hint placement)
+  and chat-templated, the hint cut to fit (``hint.fit_hint``). docs/method.md §3 puts the
+  hint in the first user message and writes the teacher as ``prompt + hint | same
+  generated tokens``. In the per-turn-row layout every row has exactly one user message,
+  which starts with the task:
+  * ``after_task`` (default): right after the task sentence, before the history and the
+    current observation. The conversation's first user message is the task, so this is
+    §3's layout; and every teacher row of an episode (all its turns) starts with the same
     ``template + intro + task + hint`` tokens, which shared-prefix scoring (scoring.py)
     runs once per distinct hint and group instead of once per row.
-  * ``"after_observation"``: after the whole turn prompt: user text = turn prompt +
-    "\n\n" + hint. Only the turn prompt is shared with the student row, so from the
-    second turn on the hint runs through the model once per teacher row.
-  ``teacher.hint_scope``: ``"trajectory"`` (default, docs/method.md §3) shows the peer's
-  whole trajectory to every row; ``"to_turn"`` shows row (e, t) the peer's first t + 1
+  * ``after_observation``: after the whole turn prompt. Only the turn prompt is shared
+    with the student row, so from the second turn on the hint runs through the model
+    once per teacher row.
+  ``teacher.hint_scope``: ``trajectory`` (default, docs/method.md §3) shows the peer's
+  whole trajectory to every row; ``to_turn`` shows row (e, t) the peer's first t + 1
   turns, so that the peer's move at the student's turn is the hint's last line
-  (``turn_hints``; the layout the corridor's warm start teaches, docs/corridor.md).
+  (``hint.scoped``; the layout the corridor's warm start teaches, docs/corridor.md).
   When the teacher prompt would exceed ``max_prompt_tokens``, the hint is cut (its tail
   replaced by " ..."), never the task or the turn prompt. A row with no room for even a
   short hint is not scored by a teacher but stays in its trajectory's teacher: it is a
@@ -47,12 +48,10 @@ from typing import Optional
 
 import torch
 
-from .credit import HINT_SEPARATOR, MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
+from .. import hint as H
+from .credit import successful_peers
 from ..envs.turn_prompt import TASK_LINE_PREFIX
 from .rollout import Episode, chat_prompt_ids
-
-HINT_PLACEMENTS = ("after_task", "after_observation")
-DEFAULT_HINT_PLACEMENT = "after_task"
 
 
 def assign_teachers(episodes: list[Episode], choice: str = "random",
@@ -64,85 +63,44 @@ def assign_teachers(episodes: list[Episode], choice: str = "random",
                             choice=choice, rng=rng, valid=[ep.error is None for ep in episodes])
 
 
-HINT_SCOPES = ("trajectory", "to_turn")
-
-
-def render_peer_hint(prompts, peer: Episode, max_observation_chars: int = 200,
-                     upto: Optional[int] = None) -> str:
-    """The hint text of one successful peer (the env's ``render_hint``); ``upto``: only
-    its first ``upto`` turns (``teacher.hint_scope=to_turn``)."""
-    steps = [(t.action if t.action is not None else "(invalid action)", t.observation_after)
-             for t in peer.turns[:upto]]
-    return prompts.render_hint(steps, max_observation_chars=max_observation_chars)
-
-
-def task_end(user_text: str, task_prefix: str = TASK_LINE_PREFIX) -> int:
-    """Character offset right after the task sentence of a turn's user text: the end of
-    the first line that starts with ``task_prefix`` (lower case; the environment's
-    EnvSpec.task_line_prefix, by default "your task is to:"), else the end of the first
-    line (prompts that open with the task)."""
-    pos = 0
-    for line in user_text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        if body.lstrip().lower().startswith(task_prefix):
-            return pos + len(body)
-        pos += len(line)
-    return len(user_text.split("\n", 1)[0])
-
-
-def teacher_text(user_text: str, hint: str, placement: str = DEFAULT_HINT_PLACEMENT,
-                 task_prefix: str = TASK_LINE_PREFIX) -> str:
-    """The teacher's user message: ``user_text`` with ``hint`` placed as ``placement``
-    says (module docstring; ``task_prefix`` as in ``task_end``)."""
-    if placement == "after_observation":
-        return user_text + HINT_SEPARATOR + hint
-    if placement != "after_task":
-        raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
-                         f"got {placement!r}")
-    k = task_end(user_text, task_prefix)
-    head, rest = user_text[:k], user_text[k:].lstrip("\r\n")
-    return head + HINT_SEPARATOR + hint + (HINT_SEPARATOR + rest if rest else "")
-
-
-def teacher_prompt(tokenizer, user_text: str, hint: str, max_prompt_tokens: int,
-                   placement: str = DEFAULT_HINT_PLACEMENT,
-                   task_prefix: str = TASK_LINE_PREFIX,
-                   ) -> tuple[Optional[list[int]], Optional[str]]:
-    """(prompt ids, hint text actually used) of the teacher for one row, or (None, None)
-    when not even ``MIN_HINT_TOKENS`` of hint fit next to the turn prompt. Only the hint
-    is ever cut, whatever the placement."""
-    ids = chat_prompt_ids(tokenizer, teacher_text(user_text, hint, placement, task_prefix))
-    if len(ids) <= max_prompt_tokens:
-        return ids, hint
-    hint_ids = tokenizer(hint, add_special_tokens=False)["input_ids"]
-    keep = len(hint_ids) - (len(ids) - max_prompt_tokens) - 2
-    while keep >= MIN_HINT_TOKENS:
-        cut = tokenizer.decode(hint_ids[:keep]) + TRUNCATION_MARK
-        ids = chat_prompt_ids(tokenizer, teacher_text(user_text, cut, placement, task_prefix))
-        if len(ids) <= max_prompt_tokens:
-            return ids, cut
-        keep -= max(1, len(ids) - max_prompt_tokens)
-    return None, None
+def peer_hint(prompts, peer: Episode, settings: H.HintSettings = H.HINT_DEFAULTS,
+              turn: Optional[int] = None) -> str:
+    """The hint text of one successful peer for a row at ``turn`` (0-based; None: the
+    whole trajectory): the env's ``render_hint`` of the peer's (action, observation
+    after it) steps cut by ``settings.scope`` (``hint.scoped``)."""
+    steps = [(t.action, t.observation_after) for t in peer.turns]
+    return prompts.render_hint(H.scoped(steps, settings.scope, turn),
+                               max_observation_chars=settings.max_observation_chars)
 
 
 def render_hints(prompts, episodes: list[Episode], teacher_of: list[Optional[int]],
-                 max_observation_chars: int = 200) -> list[Optional[str]]:
-    """[N] hint text of each episode's teacher (None where teacher_of[e] is None)."""
-    return [None if j is None else render_peer_hint(prompts, episodes[j], max_observation_chars)
+                 settings: H.HintSettings = H.HINT_DEFAULTS) -> list[Optional[str]]:
+    """[N] hint text of each episode's teacher, its whole trajectory (None where
+    teacher_of[e] is None)."""
+    return [None if j is None else peer_hint(prompts, episodes[j], settings)
             for j in teacher_of]
 
 
 def turn_hints(prompts, episodes: list[Episode], teacher_of: list[Optional[int]],
-               max_observation_chars: int = 200):
-    """``teacher.hint_scope=to_turn``: a function (e, t) -> the hint of row (episode e, turn
-    t): the teacher's peer trajectory up to and including its turn t (its first t + 1
-    turns), so that the peer's move at the student's turn is the hint's last line; None
-    where e has no teacher."""
+               settings: H.HintSettings = H.HINT_DEFAULTS):
+    """A function (e, t) -> the hint of row (episode e, turn t) as ``settings.scope``
+    cuts it (``to_turn``: the peer's first t + 1 turns, so that the peer's move at the
+    student's turn is the hint's last line); None where e has no teacher."""
     def hint(e: int, t: int) -> Optional[str]:
         j = teacher_of[e]
-        return None if j is None else render_peer_hint(prompts, episodes[j],
-                                                       max_observation_chars, upto=t + 1)
+        return None if j is None else peer_hint(prompts, episodes[j], settings, t)
     return hint
+
+
+def teacher_prompt(tokenizer, user_text: str, hint: str, max_prompt_tokens: int,
+                   placement: str = H.PLACEMENT_AFTER_TASK,
+                   task_prefix: str = TASK_LINE_PREFIX,
+                   ) -> tuple[Optional[list[int]], Optional[str]]:
+    """(prompt ids, hint text actually used) of the teacher for one row, or (None, None)
+    when not even ``MIN_HINT_TOKENS`` of hint fit next to the turn prompt. Only the hint
+    is ever cut, whatever the placement (``hint.fit_hint``)."""
+    return H.fit_hint(tokenizer, hint, max_prompt_tokens, lambda h: chat_prompt_ids(
+        tokenizer, H.place_hint(user_text, h, placement, task_prefix)))
 
 
 @dataclass
@@ -157,18 +115,18 @@ class TeacherRows:
 
 def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torch.Tensor, *,
                  max_prompt_tokens: int, skip_zero_advantage: bool = True,
-                 placement: str = DEFAULT_HINT_PLACEMENT,
+                 placement: str = H.PLACEMENT_AFTER_TASK,
                  task_prefix: str = TASK_LINE_PREFIX, row_hint=None) -> TeacherRows:
     """The teacher rows of a ``StepBatch`` (batch.py): row b gets one when its episode
     e = traj_index[b] has a hint (``hints`` [N]), A_e != 0 unless ``skip_zero_advantage``
     is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``); a row that
     would get one but has no room for its hint goes to ``neutral`` (module docstring).
     The teacher sequence is that turn's user text with the hint placed as ``placement``
-    says (``teacher_text``; ``task_prefix``: the env's task line), chat-templated, then
+    says (``hint.place_hint``; ``task_prefix``: the env's task line), chat-templated, then
     the row's response. ``row_hint`` (e, t)
     -> text, when given, is the hint of each row instead of ``hints[e]`` (``turn_hints``)."""
-    if placement not in HINT_PLACEMENTS:
-        raise ValueError(f"teacher.hint_placement: expected one of {HINT_PLACEMENTS}, "
+    if placement not in H.HINT_PLACEMENTS:
+        raise ValueError(f"teacher.hint_placement: expected one of {H.HINT_PLACEMENTS}, "
                          f"got {placement!r}")
     out = TeacherRows([], [], [])
     for b, (e, t) in enumerate(zip(batch.episode, batch.turn)):

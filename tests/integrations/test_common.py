@@ -4,7 +4,8 @@ import random
 import pytest
 import torch
 
-from sharpo_train.step.credit import MIN_HINT_TOKENS, TRUNCATION_MARK, successful_peers
+from sharpo_train.hint import MIN_HINT_TOKENS, TRUNCATION_MARK
+from sharpo_train.step.credit import successful_peers
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad
 
 
@@ -63,7 +64,7 @@ def test_prepend_hint_keeps_the_prompt_and_its_leading_special_tokens():
     """Plain-text prompts: hint first (after a BOS the tokenizer adds), the prompt unchanged."""
     from tokenizers.processors import TemplateProcessing
 
-    from sharpo_train.integrations.common import (MIN_HINT_TOKENS, leading_special_count, prepend_hint)
+    from sharpo_train.integrations.common import leading_special_count, prepend_hint
     from sharpo_train.models.model import build_tokenizer
 
     tok = build_tokenizer()

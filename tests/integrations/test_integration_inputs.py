@@ -9,7 +9,8 @@ import pytest
 
 from integrations.trl_support import needs_trl
 from integrations.verl_support import needs_verl
-from sharpo_train.integrations.common import HINT_TEMPLATE, check_sharpo_settings
+from sharpo_train.hint import HINT_TEMPLATE
+from sharpo_train.integrations.common import check_sharpo_settings
 
 GOOD = dict(lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25, rho_max=4.0, success_threshold=0.5,
             max_hint_tokens=64, hint_template=HINT_TEMPLATE)

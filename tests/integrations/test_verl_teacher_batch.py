@@ -33,7 +33,8 @@ def batch(tok):
 
 
 def test_peers_hint_placement_padding_positions():
-    from sharpo_train.integrations.common import HINT_SEPARATOR, generation_suffix_ids
+    from sharpo_train.hint import HINT_SEPARATOR
+    from sharpo_train.integrations.common import generation_suffix_ids
     from sharpo_train.integrations.verl import build_teacher_batch
     from sharpo_train.models.model import build_tokenizer
 
@@ -72,7 +73,7 @@ def test_peers_hint_placement_padding_positions():
 
 
 def test_only_the_hint_is_truncated():
-    from sharpo_train.integrations.common import TRUNCATION_MARK
+    from sharpo_train.hint import TRUNCATION_MARK
     from sharpo_train.integrations.verl import build_teacher_batch
     from sharpo_train.models.model import build_tokenizer
 

@@ -143,7 +143,8 @@ def check_step(step, tok, G, lam=0.5, tau=0.5, plain=False):
     ``plain``: plain-text prompts (hint before the prompt text) instead of chat prompts
     (hint at the end of the last user message)."""
     from sharpo_kernels import segment_advantage
-    from sharpo_train.integrations.common import HINT_SEPARATOR, generation_suffix_ids
+    from sharpo_train.hint import HINT_SEPARATOR
+    from sharpo_train.integrations.common import generation_suffix_ids
 
     suffix = None if plain else generation_suffix_ids(tok)
     B = step["base"].shape[0]

@@ -39,8 +39,7 @@ from ..base import EnvSuite, Task
 from ..env_config import check_env_config, opt_int
 from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
                     normalize_families, resolve_release_dir, task_from_folder, task_of)
-from .prompts import (HINT_TEMPLATE, format_response, parse_action, render_hint,
-                      render_turn_prompt)
+from .prompts import format_response, parse_action, render_hint, render_turn_prompt
 
 # env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
@@ -125,4 +124,4 @@ def make_suite(env_config: dict) -> EnvSuite:
 __all__ = ["make_suite", "make_pool", "env_kwargs_from_config", "FAMILIES",
            "FAMILY_BY_TASK_TYPE", "discover_games", "task_from_folder", "task_of",
            "resolve_release_dir", "render_turn_prompt", "parse_action", "render_hint",
-           "HINT_TEMPLATE", "format_response", "SETTINGS", "GENERATE_SETTINGS"]
+           "format_response", "SETTINGS", "GENERATE_SETTINGS"]

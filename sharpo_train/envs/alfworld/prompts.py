@@ -26,11 +26,11 @@ from typing import Sequence
 
 # the reply format and the hint are shared by every text environment (turn_prompt.py);
 # re-exported here
-from ..turn_prompt import (HINT_TEMPLATE, TASK_PREFIX, HintStep, format_response,
-                          history_lines, parse_action, parse_think, render_hint)
+from ..turn_prompt import (TASK_PREFIX, HintStep, format_response, history_lines,
+                          parse_action, parse_think, render_hint)
 
 __all__ = ["render_turn_prompt", "task_sentence", "parse_action", "parse_think",
-           "format_response", "render_hint", "HINT_TEMPLATE", "HintStep", "INTRO",
+           "format_response", "render_hint", "HintStep", "INTRO",
            "FORMAT_INSTRUCTION", "DEFAULT_HISTORY_LENGTH"]
 
 DEFAULT_HISTORY_LENGTH = 2

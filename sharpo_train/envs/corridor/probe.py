@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...analysis.teacher_probe import action_gap, auc, mean_or_none
+from ...hint import PLACEMENT_AFTER_OBSERVATION, SCOPE_TRAJECTORY, scoped
 from ...step.rollout import chat_prompt_ids
 from ...step.scoring import tree_logprobs
 from ...step.segments import find_spans
@@ -52,8 +53,8 @@ class CorridorProbe:
 
 
 def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: int = 0,
-                   placement: str = "after_observation", max_prompt_tokens: int = 4096,
-                   temperature: float = 1.0, scope: str = "trajectory") -> CorridorProbe:
+                   placement: str = PLACEMENT_AFTER_OBSERVATION, max_prompt_tokens: int = 4096,
+                   temperature: float = 1.0, scope: str = SCOPE_TRAJECTORY) -> CorridorProbe:
     """For each task: a student episode (random doors) and a successful peer (the expert:
     the right door at every lamp, random doors elsewhere) whose trajectory is the hint
     (corridor prompts.render_hint, placed as the trainer places it: teacher.teacher_prompt).
@@ -61,7 +62,8 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
     is scored for every door with and without the hint, exactly as the trainer scores
     teacher and student (scoring.tree_logprobs at ``temperature``); gap = mean over the
     action-span tokens of teacher - student log-prob (docs/method.md §3). ``scope``: the
-    hint as teacher.hint_scope makes it (to_turn: the peer's turns up to this one)."""
+    hint as teacher.hint_scope makes it (``hint.scoped``; to_turn: the peer's turns up to
+    this one)."""
     import math
 
 
@@ -75,7 +77,7 @@ def probe_corridor(model, tokenizer, tasks, *, history_length: int = 0, seed: in
         steps = [(t.action, t.observation_after) for t in peer.turns]
         seqs, counts, jobs, history = [], [], [], []
         for k, t in enumerate(student.turns):
-            hint = render_hint(steps[:k + 1] if scope == "to_turn" else steps)
+            hint = render_hint(scoped(steps, scope, k))
             prompt = render_turn_prompt(TASK_TEXT, history, t.observation, t.admissible,
                                         history_length)
             history.append((t.observation, t.action))

@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ..turn_prompt import (HINT_TEMPLATE, format_response, hint_pairs, history_lines,
-                           one_line, parse_action, parse_think)
+from ...hint import HINT_DEFAULTS, one_line, render_steps
+from ..turn_prompt import format_response, history_lines, parse_action, parse_think
 
 __all__ = ["render_turn_prompt", "parse_action", "parse_think", "format_response",
            "render_hint", "turn_think", "DEFAULT_HISTORY_LENGTH"]
@@ -65,17 +65,19 @@ def turn_think(observation: str) -> str:
     return f"a {m.group(1)} lamp" if m else "no lamp"
 
 
-def render_hint(steps: Sequence, max_observation_chars: int = 200) -> str:
-    """'A successful attempt at this task:' and one line per turn of the peer: ``turn k:
-    <door>``, or ``turn k: <colour> lamp -> <door>`` where it passed a lamp. steps: (action,
-    observation-after-it) pairs or plain actions, in order (as ALFWorld's render_hint);
-    ``max_observation_chars`` is accepted for the common signature (the corridor's hint
-    shows only the lamp, never the observation text)."""
-    lines = []
-    for i, (action, obs) in enumerate(hint_pairs(steps, max_observation_chars), start=1):
-        m = _UNDER.search(obs or "")
-        lamp = f"{m.group(1)} lamp -> " if m else ""
-        lines.append(f"turn {i}: {lamp}{one_line(action)}")
-    if not lines:
-        raise ValueError("steps: a successful attempt has at least one step")
-    return HINT_TEMPLATE.format(steps="\n".join(lines))
+def lamp_line(i: int, action: str, observation: str, max_observation_chars: int) -> str:
+    """One turn of the corridor's hint: ``turn i: <door>``, or ``turn i: <colour> lamp ->
+    <door>`` where the observation after it says it passed under a lamp."""
+    m = _UNDER.search(observation or "")
+    lamp = f"{m.group(1)} lamp -> " if m else ""
+    return f"turn {i}: {lamp}{one_line(action)}"
+
+
+def render_hint(steps: Sequence,
+                max_observation_chars: int = HINT_DEFAULTS.max_observation_chars) -> str:
+    """'A successful attempt at this task:' and one ``lamp_line`` per turn of the peer
+    (``hint.render_steps``). steps: (action, observation-after-it) pairs or plain actions,
+    in order (as ALFWorld's render_hint); ``max_observation_chars`` is accepted for the
+    common signature (the corridor's hint shows only the lamp, never the observation
+    text)."""
+    return render_steps(steps, max_observation_chars, line=lamp_line)

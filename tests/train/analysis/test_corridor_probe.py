@@ -17,7 +17,8 @@ from sharpo_train.envs.corridor.demos import write_demos
 from sharpo_train.models.model import build_policy, build_tokenizer
 from sharpo_train.envs.corridor.probe import probe_corridor
 from sharpo_train.loops.sft import encode_example, hinted_demos, parse_sft_overrides
-from sharpo_train.step.teacher import teacher_text
+from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
+from sharpo_train.hint import HintSettings, place_hint
 
 _TURN = re.compile(r"Current observation \(turn (\d+) of")
 _DOOR = re.compile(r"<action>(\w+)</action>")
@@ -67,12 +68,12 @@ def test_hinted_copies_use_the_peer_hint_at_lamp_turns_only(tmp_path):
     tasks = make_suite({"name": "corridor", "num_train": 4}).train_tasks
     write_demos(str(tmp_path / "d.jsonl"), tasks, agent="random", seed=0)
     recs = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
-    out = hinted_demos(tmp_path / "d.jsonl", 1.0, placement="after_observation")
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0, settings=HintSettings(placement="after_observation"))
     lamp = [r for r in recs if r["hint_informative"]]
     assert len(out) == len(lamp) == 12
     for msgs, r in zip(out, sorted(lamp, key=lambda r: (r["episode"], r["step"]))):
-        assert msgs[0]["content"] == teacher_text(r["messages"][0]["content"], r["hint"],
-                                                  "after_observation")
+        assert msgs[0]["content"] == place_hint(r["messages"][0]["content"], r["hint"],
+                                                "after_observation", TASK_LINE_PREFIX)
         assert msgs[1]["content"].endswith(f"<action>{r['action']}</action>")
         assert f"turn {r['step'] + 1}: " in r["hint"] and \
             f"-> {r['action']}" in r["hint"].splitlines()[r["step"] + 1]
@@ -82,8 +83,8 @@ def test_to_turn_hints_end_at_the_turn_being_answered(tmp_path):
     tasks = make_suite({"name": "corridor", "num_train": 3}).train_tasks
     write_demos(str(tmp_path / "d.jsonl"), tasks, agent="expert", seed=0)
     recs = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
-    out = hinted_demos(tmp_path / "d.jsonl", 1.0, placement="after_observation",
-                       scope="to_turn")
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0,
+                       settings=HintSettings(placement="after_observation", scope="to_turn"))
     lamp = sorted((r for r in recs if r["hint_informative"]),
                   key=lambda r: (r["episode"], r["step"]))
     assert len(out) == len(lamp) == 9
@@ -116,8 +117,8 @@ def test_hint_every_turn_adds_hinted_copies_of_the_free_turns(tmp_path):
     write_demos(str(tmp_path / "d.jsonl"), tasks, agent="expert", seed=0)
     recs = sorted((json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()),
                   key=lambda r: (r["episode"], r["step"]))
-    out = hinted_demos(tmp_path / "d.jsonl", 1.0, placement="after_observation",
-                       scope="to_turn", every_turn=True)
+    out = hinted_demos(tmp_path / "d.jsonl", 1.0, every_turn=True,
+                       settings=HintSettings(placement="after_observation", scope="to_turn"))
     assert len(out) == len(recs) == 30 and sum(r["hint_informative"] for r in recs) == 9
     tok = build_tokenizer()
     for msgs, r in zip(out, recs):

@@ -14,7 +14,9 @@ from sharpo_train.step.rollout import chat_prompt_ids
 from sharpo_train.step.scoring import tree_logprobs
 from sharpo_train.step.segments import find_spans
 from sharpo_train.loops.sft import hinted_demos
-from sharpo_train.step.teacher import teacher_prompt, teacher_text
+from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
+from sharpo_train.hint import HintSettings, place_hint
+from sharpo_train.step.teacher import teacher_prompt
 
 MODEL = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 1}
 
@@ -46,7 +48,8 @@ def _write(path, episodes):
 def test_hinted_copies_use_the_teachers_layout(tmp_path, placement):
     eps = [_episode(f"t{i}", 3) for i in range(4)]
     _write(tmp_path / "d.jsonl", eps)
-    out = hinted_demos(tmp_path / "d.jsonl", 0.5, seed=0, placement=placement)
+    out = hinted_demos(tmp_path / "d.jsonl", 0.5, seed=0,
+                       settings=HintSettings(placement=placement))
     assert len(out) == 2 * 3                          # half of the episodes, every turn
     by_reply = {}
     for recs in eps:
@@ -55,7 +58,7 @@ def test_hinted_copies_use_the_teachers_layout(tmp_path, placement):
             by_reply[(r["messages"][0]["content"], r["messages"][1]["content"])] = hint
     for user, reply in out:
         matches = [(u, h) for (u, rep), h in by_reply.items()
-                   if rep == reply["content"] and teacher_text(u, h, placement) == user["content"]]
+                   if rep == reply["content"] and place_hint(u, h, placement, TASK_LINE_PREFIX) == user["content"]]
         assert len(matches) == 1                      # exactly the trainer's teacher text
     assert hinted_demos(tmp_path / "d.jsonl", 0.0) == []
     with pytest.raises(ValueError, match="hint_fraction"):

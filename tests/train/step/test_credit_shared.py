@@ -140,7 +140,8 @@ def test_trainer_step_stats_are_the_shared_ones():
                       teacher_logp=b["teacher_logp"], has_teacher=b["has_teacher"])
     p = SharpoParams(backend="torch")
     out = ESTIMATORS["sharpo"].fn(batch, p)
-    want = sharpo_step_stats(out.segments, out.base, batch.has_teacher, alpha=p.alpha, tau=p.tau)
+    want = sharpo_step_stats(out.segments, out.base, batch.has_teacher, alpha=p.alpha, tau=p.tau,
+                             traj_index=batch.traj_index)
     assert {k: out.stats[k] for k in want} == pytest.approx(want, nan_ok=True)
 
 

@@ -7,9 +7,14 @@ from sharpo_train.envs.alfworld import prompts as alf_prompts
 from sharpo_train.envs.base import Task
 from sharpo_train.models.model import build_tokenizer
 from sharpo_train.step.rollout import Episode, Turn, chat_prompt_ids
-from sharpo_train.step.teacher import (HINT_PLACEMENTS, HINT_SEPARATOR, assign_teachers,
-                                       render_peer_hint, task_end, teacher_prompt, teacher_rows,
-                                       teacher_text)
+from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
+from sharpo_train.hint import (HINT_PLACEMENTS, HINT_SEPARATOR, HintSettings, place_hint,
+                               task_end)
+from sharpo_train.step.teacher import assign_teachers, peer_hint, teacher_prompt, teacher_rows
+
+
+def teacher_text(user, hint, placement):
+    return place_hint(user, hint, placement, TASK_LINE_PREFIX)
 
 
 def episodes(successes_by_group):
@@ -54,7 +59,7 @@ def test_hint_is_rendered_from_the_peer_trajectory():
         Turn("u", [], [], "", None, "Nothing happens."),
         Turn("u", [], [], "", "take mug 1 from countertop 1", "You pick up the mug 1.")],
         reward=1.0, success=True)
-    hint = render_peer_hint(alf_prompts, peer)
+    hint = peer_hint(alf_prompts, peer)
     assert hint.startswith("A successful attempt at this task:")
     assert "go to countertop 1" in hint and "take mug 1 from countertop 1" in hint
     assert "You pick up the mug 1." in hint
@@ -130,11 +135,11 @@ def _alf_turn_prompt(step: int) -> str:
 
 def test_task_end_finds_the_task_sentence():
     user = _alf_turn_prompt(2)
-    k = task_end(user)
+    k = task_end(user, TASK_LINE_PREFIX)
     assert user[:k].endswith("Your task is to: put a clean mug in cabinet 1.")
     assert user[k] == "\n"
-    assert task_end("count to 3\nNow: 1") == len("count to 3")           # no task line: line 1
-    assert task_end("one line only") == len("one line only")
+    assert task_end("count to 3\nNow: 1", TASK_LINE_PREFIX) == len("count to 3")           # no task line: line 1
+    assert task_end("one line only", TASK_LINE_PREFIX) == len("one line only")
 
 
 @pytest.mark.parametrize("placement", HINT_PLACEMENTS)
@@ -172,7 +177,7 @@ def test_truncation_cuts_only_the_hint_in_both_layouts(placement):
     assert cut != hint and cut.endswith(" ...") and hint.startswith(cut[:-4].rstrip())
     assert ids == chat_prompt_ids(tok, teacher_text(user, cut, placement))
     text = tok.decode(ids)
-    head, rest = user[:task_end(user)], user[task_end(user) + 1:]
+    head, rest = user[:task_end(user, TASK_LINE_PREFIX)], user[task_end(user, TASK_LINE_PREFIX) + 1:]
     assert head in text and rest in text                  # task and turn prompt whole
     none_ids, _ = teacher_prompt(tok, user, hint, len(chat_prompt_ids(tok, user)) + 3,
                                  placement=placement)
@@ -215,7 +220,7 @@ def test_hint_placement_tokens_through_the_model():
     model, tok = build_policy({"hidden_size": 32, "num_layers": 1, "num_heads": 2,
                                "num_kv_heads": 1, "intermediate_size": 64})
     batch, eps, adv = _group_batch(tok)
-    hint = render_peer_hint(alf_prompts, eps[0])
+    hint = peer_hint(alf_prompts, eps[0])
     hints = [None, hint, hint]                           # both failures learn from episode 0
     hint_tokens = len(tok(hint, add_special_tokens=False)["input_ids"])
     students = batch.sequences()
@@ -313,7 +318,7 @@ def test_to_turn_scope_gives_each_row_the_peer_up_to_its_turn():
     import torch
     from sharpo_train.step.batch import StepBatch
     from sharpo_train.envs.corridor import prompts as corridor_prompts
-    from sharpo_train.step.teacher import render_peer_hint, turn_hints
+    from sharpo_train.step.teacher import turn_hints
     tok = build_tokenizer()
     eps = episodes([[True, False]])
     for ep in eps:
@@ -325,11 +330,11 @@ def test_to_turn_scope_gives_each_row_the_peer_up_to_its_turn():
                                  ["left", "right"][(t + ep.index) % 2], f"Turn {t + 2} of 3."))
     batch = StepBatch.from_episodes(eps)
     teacher_of = [None, 0]
-    hint = turn_hints(corridor_prompts, eps, teacher_of)
+    hint = turn_hints(corridor_prompts, eps, teacher_of, HintSettings(scope="to_turn"))
     assert hint(0, 1) is None
-    assert hint(1, 1) == render_peer_hint(corridor_prompts, eps[0], upto=2)
+    assert hint(1, 1) == peer_hint(corridor_prompts, eps[0], HintSettings(scope="to_turn"), turn=1)
     assert hint(1, 1).splitlines()[1:] == ["turn 1: left", "turn 2: right"]
-    full = [None, render_peer_hint(corridor_prompts, eps[0])]
+    full = [None, peer_hint(corridor_prompts, eps[0])]
     out = teacher_rows(tok, batch, full, torch.tensor([1.0, -1.0]), max_prompt_tokens=10_000,
                        placement="after_observation", row_hint=hint)
     assert out.rows == [3, 4, 5]
