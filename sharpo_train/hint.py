@@ -22,7 +22,6 @@ imports only errors.py, so any layer may use it.
 from __future__ import annotations
 
 import string
-
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
