@@ -31,6 +31,9 @@ def open_out(out_path: str) -> Iterator[IO[str]]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)        # as open(out_path, "w") would (mkstemp: 0600)
         os.replace(tmp, out_path)
     finally:
         if os.path.exists(tmp):

@@ -54,6 +54,13 @@ def write_out_text(path: str | Path, text: str) -> None:
     """An output file, written whole (temp file, fsync, rename; a link in its place is
     replaced, never followed)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+    os.chmod(path, 0o666 & ~_umask())       # as open(path, "w") would (mkstemp: 0600)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_out_json(path: str | Path, obj) -> None:
