@@ -132,10 +132,10 @@ class SharpoParams(GroupParams):
 
     def validate(self) -> None:
         super().validate()
+        SharpoCoefficients.of(self).checked()
         # beyond these, tanh(gap / 2 tau) is 0 and rho never clips: SHARPO would silently be GRPO
         in_range(self, "tau", 0, 1000, lo_open=True)
         in_range(self, "rho_max", 0, 1000, lo_open=True)
-        SharpoCoefficients.of(self).checked()
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
