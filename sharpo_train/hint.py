@@ -269,8 +269,10 @@ def fit_hint(tokenizer, hint: str, max_tokens: int, render: Callable[[str], list
 
 def cut_hint_ids(tokenizer, text: str, budget: int) -> Optional[list[int]]:
     """Ids of ``text``, cut to ``budget`` tokens ending with ``TRUNCATION_MARK`` when
-    longer; None when fewer than ``MIN_HINT_TOKENS`` tokens of it would remain."""
-    hint_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    longer; None when fewer than ``MIN_HINT_TOKENS`` tokens of it would remain. Special-token
+    text in it (a TRL peer's ``<|im_start|>user``) is read as plain text: a hint never opens
+    a turn of the prompt it goes into."""
+    hint_ids = list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
     if len(hint_ids) > budget:
         mark = list(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
         keep = budget - len(mark)

@@ -74,7 +74,8 @@ def step_returns(batch: StepBatch, gamma: float) -> torch.Tensor:
     return out
 
 
-@register_estimator("gigpo", params=GigpoParams, knob="gigpo_step_weight", label="GiGPO")
+@register_estimator("gigpo", params=GigpoParams, knob="gigpo_step_weight", label="GiGPO",
+                    base_advantage=True)
 def gigpo(batch: StepBatch, cfg: GigpoParams) -> CreditOutput:
     """GiGPO on the batch's rows (module docstring); env-faulted episodes have no rows, so
     they are in no statistic."""

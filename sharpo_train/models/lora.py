@@ -9,7 +9,9 @@ A [rank, in] and B [out, rank] (B starts at zero: the step-0 policy is the base 
 
 Checkpoints (``RUN/checkpoints/step_N/policy/``) hold the adapter, as TRL and verl save it:
 ``adapter_model.safetensors`` (peft's key names, loadable by ``PeftModel.from_pretrained``),
-``adapter_config.json``, ``sharpo_lora.json`` (where the base weights are) and the
+``adapter_config.json`` (``base_model_name_or_path``: a local directory, a named model's
+cached copy included, so nothing looks the base up on the Hub), ``sharpo_lora.json`` (where
+the base weights are: a named model by its name) and the
 tokenizer; the optimizer state and step are beside it as for full training. Nothing is
 unpickled: the adapter is read with safetensors. Evaluation (``sharpo eval --run``) and the
 vLLM rollout engine get merged weights, W + (alpha / rank) * B A under the base model's own
@@ -17,7 +19,9 @@ parameter names (``merged_state_dict``), as TRL and verl give vLLM.
 
 The base: a named model (``model.path=smollm2-135m-instruct``), a directory (``init_from``
 or ``model.path``) or, for the tiny model built in code, ``RUN/lora_base/`` (saved once
-when the run starts, so a resume and ``sharpo eval`` rebuild the same base).
+when the run starts, so a resume from a checkpoint and ``sharpo eval`` rebuild the same
+base; a resume with no checkpoint yet starts over and builds it in code as the first start
+did, so it repeats the uninterrupted run).
 """
 from __future__ import annotations
 
@@ -193,7 +197,8 @@ def save_adapter(model, tokenizer, out: str | Path) -> None:
     info = model.sharpo_lora
     config = info["config"]
     base = info["base"]
-    config.base_model_name_or_path = base
+    # a local directory, never a bare name: peft would look a name up on the Hub
+    config.base_model_name_or_path = local_base(base)
     save_file(adapter_state_dict(model), str(out / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     rel = base
@@ -206,6 +211,14 @@ def save_adapter(model, tokenizer, out: str | Path) -> None:
     (out / LORA_META).write_text(json.dumps({"base": rel, "rank": config.r, "alpha": config.lora_alpha,
                                              "targets": sorted(config.target_modules)}, indent=1) + "\n")
     tokenizer.save_pretrained(str(out))
+
+
+def local_base(base: str) -> str:
+    """The directory holding the base weights: a named model's cached copy
+    (model.named_model_dir), else ``base`` itself."""
+    from .model import NAMED_MODELS, named_model_dir
+
+    return str(named_model_dir(base)) if base in NAMED_MODELS else str(base)
 
 
 def adapter_base(adapter_dir: str | Path) -> str:
@@ -372,12 +385,13 @@ def build_lora_policy(cfg, run_dir: str | Path, ckpt: Optional[Path]):
         base = cfg.model.path if cfg.model.path in NAMED_MODELS else str(Path(cfg.model.path).resolve())
     else:
         saved = run_dir / BASE_DIR
-        if (saved / "config.json").is_file():
+        if ckpt is not None:             # the checkpoint's adapter applies to the saved base
             model, tokenizer = build_policy(cfg.model, weights_from=saved)
-        else:
+        else:   # a start, or a resume with no checkpoint yet: built as the first start did,
+            # so the RNG reaches the adapters' initialisation in the same state
             model, tokenizer = build_policy(cfg.model)
             check_targets(model, cfg.model.lora.targets)   # refused before anything is written
-            save_lora_base(model, tokenizer, run_dir)
+            save_lora_base(model, tokenizer, run_dir)      # kept when already there
         base = str(saved.resolve())
     apply_lora(model, cfg.model.lora, base)
     if ckpt is not None:

@@ -76,10 +76,13 @@ LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and t
 @dataclass
 class LoraSettings:
     """``model.lora.*``: LoRA adapters (sharpo_train/models/lora.py; extra ``[lora]``). Off at rank 0."""
-    rank: int = 0                         # adapter rank r; 0: no LoRA (the model itself trains)
-    alpha: float = 16.0                   # scale alpha / r of the adapter's update
-    dropout: float = 0.0                  # dropout on the adapter's input (training passes only)
-    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # Linear layer names
+    # "aliases": other libraries' names of a key (peft's LoraConfig here), named by the
+    # unknown-key error's "did you mean" (loader.apply_overrides)
+    rank: int = field(default=0, metadata={"aliases": ("r",)})   # adapter rank r; 0: no LoRA
+    alpha: float = field(default=16.0, metadata={"aliases": ("lora_alpha",)})   # scale alpha / r
+    dropout: float = field(default=0.0, metadata={"aliases": ("lora_dropout",)})   # on the adapter's input
+    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS),
+                               metadata={"aliases": ("target_modules",)})   # Linear layer names
 
     def validate(self) -> None:
         in_range(self, "rank", 0, 65536)
@@ -141,7 +144,7 @@ class ModelConfig:
 @dataclass
 class RolloutConfig:
     tasks_per_step: int = 2               # groups per step
-    group_size: int = 4                   # G rollouts per task
+    group_size: int = field(default=4, metadata={"aliases": ("num_generations", "n")})   # G rollouts per task
     max_turns: int = 8                    # turn limit per episode (the env may stop earlier)
     max_new_tokens: int = 96              # per turn
     max_prompt_tokens: int = 2048         # history is shortened (never the task) to fit
@@ -209,7 +212,7 @@ class ScoringConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-6
+    lr: float = field(default=1e-6, metadata={"aliases": ("learning_rate",)})
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
@@ -396,8 +399,41 @@ def config_from_dict(data: dict) -> Config:
 
 
 def load_config(path: str | Path | None = None, overrides=None) -> Config:
-    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config."""
-    return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
+    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config, with
+    the environment's own defaults (``env_defaults``) where neither set the key for it."""
+    data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
+    cfg = load_settings(Config, path, copy.deepcopy(data), default_path=DEFAULT_CONFIG_PATH)
+    return env_defaults(cfg, path if path is not None else DEFAULT_CONFIG_PATH, data)
+
+
+def env_defaults(cfg: Config, source: str | Path, data: dict) -> Config:
+    """``cfg`` with its environment's defaults (``EnvSpec.train_defaults``: e.g. the
+    corridor's turn count as ``rollout.max_turns``) on every key that is set neither by an
+    override nor by the settings file ``source`` for this environment (a file written for
+    another ``env.name``, e.g. the embedded default's ALFWorld, does not set them)."""
+    hook = get_spec(cfg.env["name"]).train_defaults
+    if hook is None:
+        return cfg
+    layers = read_yaml_layers(source)
+    file_env = DEFAULT_ENV
+    for layer in layers:
+        if isinstance(layer.get("env"), dict) and "name" in layer["env"]:
+            file_env = layer["env"]["name"]
+    given = set(flat_keys(data))
+    if file_env == cfg.env["name"]:
+        for layer in layers:
+            given |= set(flat_keys(layer))
+    todo = {k: v for k, v in hook(dict(cfg.env)).items() if k not in given}
+    if not todo:
+        return cfg
+    nested: dict = {}
+    for key, value in todo.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return validate_settings(apply_overrides(cfg, nested))
 
 
 def config_yaml(cfg: Config) -> str:

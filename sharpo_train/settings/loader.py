@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from .bounded_yaml import load_yaml_file, load_yaml_text
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError, did_you_mean
 
 INT_LIMIT = 2 ** 31 - 1          # no setting is an integer beyond this (sizes are far below)
 
@@ -229,7 +229,9 @@ def apply_overrides(obj: Any, data: dict, prefix: str = "") -> Any:
     for key, value in data.items():
         name = f"{prefix}{key}"
         if key not in fields:
-            raise ConfigError(f"{name}: unknown key {key!r}; known: {sorted(fields)}")
+            aliases = {a: f.name for f in fields.values() for a in f.metadata.get("aliases", ())}
+            raise ConfigError(f"{name}: unknown key {key!r}{did_you_mean(key, fields, aliases)}; "
+                              f"known: {sorted(fields)}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             apply_overrides(current, value, name + ".")
@@ -390,8 +392,8 @@ def check_schema(values: dict, schema: dict, prefix: str) -> None:
     place, finite, within bounds. Errors name ``prefix + key``."""
     unknown = sorted(set(values) - set(schema))
     if unknown:
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown key {unknown[0]!r}; known: "
-                          f"{sorted(schema)}")
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown key {unknown[0]!r}"
+                          f"{did_you_mean(unknown[0], schema)}; known: {sorted(schema)}")
     for k, v in values.items():
         tp, *bounds = schema[k]
         v = coerce(prefix + k, v, tp)
