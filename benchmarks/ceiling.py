@@ -4,7 +4,8 @@ Reads a finished `sharpo compare` directory and prints, per method, the gain ove
 reference method (GRPO) in late training success (paired by RL seed) and in held-out
 success (paired task by task, each task's success averaged over the seeds), the fraction
 of the oracle's gain the method captures (the ratio of the mean gains; 95% bootstrap over
-seeds / tasks, resampled jointly for the method and the oracle), and the collapses
+seeds / tasks, resampled jointly for the method and the oracle, on the seeds all three
+ran; the gain itself on every seed the method and the reference ran), and the collapses
 (runs whose final held-out success is below the warm start's). ``--figure`` draws the
 held-out and late-training gains with their intervals and the oracle's as a line.
 
@@ -60,27 +61,42 @@ def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: s
     ref, orc = data[reference], data[oracle]
     res = {"warm": warm, "rows": {}}
     for item, d in data.items():
-        ks = sorted(set(d["late"]) & set(ref["late"]) & set(orc["late"]))
+        ks = sorted(set(d["late"]) & set(ref["late"]) & set(orc["late"]))   # the share's seeds
         row = {"label": d["label"], "seeds": len(d["held"]),
                "held_mean": np.mean([r["success"] for r in d["held"].values()]) if d["held"] else np.nan,
                "late_mean": np.mean(list(d["late"].values())) if d["late"] else np.nan,
                "collapses": sum(r["success"] < warm for r in d["held"].values())
                if warm is not None else None}
-        if ks and item != reference:
-            dm = np.array([d["late"][k] - ref["late"][k] for k in ks])
-            do = np.array([orc["late"][k] - ref["late"][k] for k in ks])
-            row["late"] = _boot(dm, do)
-        common = sorted(set(d["held"]) & set(ref["held"]) & set(orc["held"]))
-        if common and item != reference:
+        if item == reference:
+            res["rows"][item] = row
+            continue
+        # the gain over the reference: every seed both ran; the share of the oracle's
+        # gain: the seeds all three ran (the ratio of the mean gains on them)
+        kr = sorted(set(d["late"]) & set(ref["late"]))
+        if kr:
+            g = _boot(np.array([d["late"][k] - ref["late"][k] for k in kr]),
+                      np.array([d["late"][k] - ref["late"][k] for k in kr]))
+            share = (_boot(np.array([d["late"][k] - ref["late"][k] for k in ks]),
+                           np.array([orc["late"][k] - ref["late"][k] for k in ks]))
+                     if ks else (np.nan,) * 6)
+            row["late"] = g[:3] + share[3:]
+        for key, seeds_of in (("held", set(d["held"]) & set(ref["held"])),
+                              ("held_share", set(d["held"]) & set(ref["held"]) & set(orc["held"]))):
+            common = sorted(seeds_of)
+            if not common:
+                continue
             pm = per_task_mean([d["held"][k] for k in common])
             pr = per_task_mean([ref["held"][k] for k in common])
-            po = per_task_mean([orc["held"][k] for k in common])
+            po = per_task_mean([orc["held"][k] for k in common]) if key == "held_share" else pm
             ids = sorted(set(pm) & set(pr) & set(po))
             dm = np.array([pm[i] - pr[i] for i in ids])
             do = np.array([po[i] - pr[i] for i in ids])
-            row["held"] = _boot(dm, do)
-            row["held_updown"] = (int((dm > 0).sum()), int((dm < 0).sum()))
-            row["paired_seeds"] = len(common)
+            row[key] = _boot(dm, do)
+            if key == "held":
+                row["held_updown"] = (int((dm > 0).sum()), int((dm < 0).sum()))
+        if "held" in row:
+            sh = row.get("held_share", (np.nan,) * 6)
+            row["held"] = row["held"][:3] + sh[3:]
         res["rows"][item] = row
     return res
 

@@ -21,6 +21,7 @@ imports only errors.py, so any layer may use it.
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
@@ -96,6 +97,17 @@ def check_template(template, name: str = "template") -> None:
     is ``{hint}`` (literal braces doubled)."""
     if not isinstance(template, str) or "{hint}" not in template:
         raise ValueError(f"{name}: must be a string containing '{{hint}}'")
+    try:    # fields read before any formatting: a width ({hint:>3000000000}) would allocate
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)
+                  if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"{name}: not a format string ({exc}); literal braces are doubled: "
+                         f"'{{{{' '}}}}'") from None
+    bad = [f"{{{f}{'!' + cv if cv else ''}{':' + sp if sp else ''}}}"
+           for f, sp, cv in fields if f != "hint" or sp or cv]
+    if bad:
+        raise ValueError(f"{name}: {bad[0]!r}: only a plain {{hint}} field may be used (no "
+                         f"format spec or conversion; literal braces doubled: '{{{{' '}}}}')")
     try:
         template.format(hint="")
     except (KeyError, IndexError, ValueError) as exc:
@@ -257,8 +269,10 @@ def fit_hint(tokenizer, hint: str, max_tokens: int, render: Callable[[str], list
 
 def cut_hint_ids(tokenizer, text: str, budget: int) -> Optional[list[int]]:
     """Ids of ``text``, cut to ``budget`` tokens ending with ``TRUNCATION_MARK`` when
-    longer; None when fewer than ``MIN_HINT_TOKENS`` tokens of it would remain."""
-    hint_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    longer; None when fewer than ``MIN_HINT_TOKENS`` tokens of it would remain. Special-token
+    text in it (a TRL peer's ``<|im_start|>user``) is read as plain text: a hint never opens
+    a turn of the prompt it goes into."""
+    hint_ids = list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
     if len(hint_ids) > budget:
         mark = list(tokenizer(TRUNCATION_MARK, add_special_tokens=False)["input_ids"])
         keep = budget - len(mark)

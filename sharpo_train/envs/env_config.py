@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 
 def check_env_config(env_config, known: set, env_name: str) -> dict:
@@ -13,7 +13,8 @@ def check_env_config(env_config, known: set, env_name: str) -> dict:
         raise TypeError(f"env_config: expected a dict, got {type(env_config).__name__}")
     unknown = set(env_config) - known
     if unknown:
-        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for {env_name}; known: "
+        hint = "".join(did_you_mean(k, known) for k in sorted(unknown))
+        raise ConfigError(f"env: unknown key(s) {sorted(unknown)}{hint} for {env_name}; known: "
                          f"{sorted(known)}")
     return env_config
 

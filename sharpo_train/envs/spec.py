@@ -104,6 +104,11 @@ class EnvSpec:
                                             # True/False/None: *exact* credit labels, read by
                                             # the oracle estimators and teacher.oracle
                                             # (estimators/oracle.py); None: the env has none
+    train_defaults: Optional[Callable] = None   # env config -> {dotted trainer key: value}
+                                            # (e.g. {"rollout.max_turns": 10}): what a run
+                                            # of this env gets unless the user or a settings
+                                            # file written for it sets the key
+                                            # (config.env_defaults)
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
 

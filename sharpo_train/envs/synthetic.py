@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import sys
 
 from ..errors import ConfigError
+from .env_config import check_env_config
 from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
@@ -106,9 +107,7 @@ def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
 
 
 def make_suite(env_config: dict) -> EnvSuite:
-    unknown = set(env_config) - _KNOWN
-    if unknown:
-        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for synthetic; known: {sorted(_KNOWN)}")
+    check_env_config(env_config, _KNOWN, "synthetic")
     def get_int(key, default, lo):
         return _env_int(env_config, key, default, lo)
     max_steps = get_int("max_steps", 6, 1)
@@ -163,10 +162,7 @@ def make_sign_tasks(n: int, seed: int, num_signs: int, prefix: str) -> list[Task
 
 
 def make_signs_suite(env_config: dict) -> EnvSuite:
-    unknown = set(env_config) - _SIGNS_KNOWN
-    if unknown:
-        raise ConfigError(f"env: unknown key(s) {sorted(unknown)} for signs; "
-                         f"known: {sorted(_SIGNS_KNOWN)}")
+    check_env_config(env_config, _SIGNS_KNOWN, "signs")
 
     def get_int(key, default, lo):
         return _env_int(env_config, key, default, lo)

@@ -36,7 +36,7 @@ policy loss, for methods that are a loss and not only an advantage (SDAR; update
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
 import torch
@@ -45,7 +45,7 @@ from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficie
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..step.batch import StepBatch
-from ..settings.loader import need
+from ..settings.loader import in_range, need
 from ..step.credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
@@ -53,7 +53,7 @@ from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSe
 
 __all__ = ["ESTIMATORS", "Estimator", "register_estimator", "GroupParams", "SharpoParams",
            "EstimatorConfig", "EstimatorSettings", "estimator_config", "CreditOutput",
-           "AuxLoss", "episode_advantages", "fill_episode_advantages", "batch_step",
+           "AuxLoss", "base_estimators", "base_row_advantages", "episode_advantages", "fill_episode_advantages", "batch_step",
            "teacher_fields", "row_turns", "segment_kind_mask"]
 
 
@@ -129,17 +129,59 @@ class SharpoParams(GroupParams):
     # which segments get the teacher-gap weight w (docs/estimators.md, weight_segments):
     # "all" (the method, §4) or "action" (deviation: reasoning segments keep w = 1)
     weight_segments: str = "all"
+    # A_i of §4 per row: a registered base-advantage estimator (grpo: §1; gigpo: GiGPO's
+    # episode + step advantage; docs/estimators.md, SHARPO over another base)
+    base: str = "grpo"
+    # the base's own params (EstimatorSettings.params fills them from the estimator.* keys;
+    # None: the base's defaults with this config's norm_std and eps)
+    base_params: Optional[GroupParams] = field(default=None, init=False, repr=False,
+                                               compare=False)
 
     def validate(self) -> None:
         super().validate()
         SharpoCoefficients.of(self).checked()
+        # beyond these, tanh(gap / 2 tau) is 0 and rho never clips: SHARPO would silently be GRPO
+        in_range(self, "tau", 0, 1000, lo_open=True)
+        in_range(self, "rho_max", 0, 1000, lo_open=True)
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
              f"null (automatic) or one of {list(SEGMENT_ADVANTAGE_BACKENDS)}", self.backend)
+        bases = base_estimators()
+        need(self.base in bases, "base", f"one of {bases} (a base-advantage estimator)",
+             self.base)
 
 
-@register_estimator("grpo", params=GroupParams, label="GRPO")
+def base_estimators() -> list[str]:
+    """Registered estimators SHARPO can start from (``base_advantage``)."""
+    return [name for name, est in ESTIMATORS.items() if est.base_advantage]
+
+
+def base_row_advantages(batch: StepBatch, cfg: SharpoParams) -> tuple[torch.Tensor, dict]:
+    """[B] fp32 A of every row from ``cfg.base`` (docs/method.md §4 reads it as A_i), and
+    the base's own stats. ``grpo``: the trajectory's A_i (§1). Another base: its
+    advantages [B, L] read at each row's first generated token (0 for a row without
+    one), checked equal on every generated token of the row."""
+    if cfg.base == "grpo":
+        return episode_advantages(batch, cfg)[batch.traj_index], {}
+    est = ESTIMATORS.get(cfg.base)
+    if est is None or not est.base_advantage:
+        raise ValueError(f"estimator.base: expected one of {base_estimators()}, got {cfg.base!r}")
+    params = getattr(cfg, "base_params", None)
+    if params is None:
+        shared = {f.name: getattr(cfg, f.name) for f in fields(GroupParams)}
+        params = est.params(**shared)
+    out = est.fn(batch, params)
+    mask = batch.response_mask != 0                                   # [B, L]
+    first = mask.float().argmax(-1, keepdim=True)                     # [B, 1]
+    row = out.advantages.float().gather(1, first)[:, 0] * mask.any(-1)
+    if bool(((out.advantages.float() - row[:, None]) * mask).ne(0).any()):
+        raise ValueError(f"estimator.base: {cfg.base!r} gave one row different advantages on "
+                         "different tokens; SHARPO needs one number per row")
+    return row, out.stats
+
+
+@register_estimator("grpo", params=GroupParams, label="GRPO", base_advantage=True)
 def grpo(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
     """Every generated token of a trajectory's rows gets its A_i (docs/method.md §1)."""
     base = episode_advantages(batch, cfg)[batch.traj_index]
@@ -150,8 +192,8 @@ def grpo(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
                     label="SHARPO", knob_label="λ")
 def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """docs/method.md §4 via ``sharpo_kernels.segment_advantage``; mbar per trajectory
-    (traj_index)."""
-    base = episode_advantages(batch, cfg)[batch.traj_index]
+    (traj_index); A_i per row from ``cfg.base`` (lam = 0: the base exactly)."""
+    base, base_stats = base_row_advantages(batch, cfg)
     # rows without a teacher are never read by the kernel; they get the student's values
     teacher, has_teacher = teacher_fields(batch, "sharpo")
     student = batch.old_logp
@@ -162,9 +204,9 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     seg = segment_advantage(teacher, student, batch.segment_ids, base, has_teacher=has_teacher,
                             response_mask=batch.response_mask, traj_index=batch.traj_index,
                             backend=cfg.backend, **SharpoCoefficients.of(cfg).kwargs())
-    return CreditOutput(seg.advantages, base, seg,
-                        sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
-                                          traj_index=batch.traj_index))
+    stats = sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
+                              traj_index=batch.traj_index)
+    return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
 
 
 @register_estimator("sharpo_rho", params=SharpoParams, knob="lam", label="SHARPO ρ-only")
@@ -174,7 +216,7 @@ def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     No teacher is scored (the kernel gets the student as its own teacher: every gap 0)."""
     if batch.old_logp is None:
         raise ValueError("sharpo_rho: old_logp is required")
-    base = episode_advantages(batch, cfg)[batch.traj_index]
+    base, base_stats = base_row_advantages(batch, cfg)
     everyone = torch.ones(base.shape[0], dtype=torch.bool)
     seg = segment_advantage(batch.old_logp, batch.old_logp, batch.segment_ids, base,
                             has_teacher=everyone, response_mask=batch.response_mask,
@@ -182,7 +224,7 @@ def sharpo_rho(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
                             **SharpoCoefficients.of(cfg).kwargs())
     stats = sharpo_step_stats(seg, base, everyone, alpha=cfg.alpha, tau=cfg.tau)
     del stats["sharpo/teacher_coverage"]        # no teacher: the trainer's coverage (0) stands
-    return CreditOutput(seg.advantages, base, seg, stats)
+    return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
 
 
 # the other methods register themselves on import (docs/estimators.md)

@@ -35,7 +35,7 @@ class GigpoParams(GroupParams):
     def validate(self) -> None:
         super().validate()
         in_range(self, "gigpo_gamma", 0, 1)
-        in_range(self, "gigpo_step_weight", 0)
+        in_range(self, "gigpo_step_weight", 0, 100)
         need(self.gigpo_mode in GIGPO_MODES, "gigpo_mode", f"one of {list(GIGPO_MODES)}",
              self.gigpo_mode)
 
@@ -74,7 +74,8 @@ def step_returns(batch: StepBatch, gamma: float) -> torch.Tensor:
     return out
 
 
-@register_estimator("gigpo", params=GigpoParams, knob="gigpo_step_weight", label="GiGPO")
+@register_estimator("gigpo", params=GigpoParams, knob="gigpo_step_weight", label="GiGPO",
+                    base_advantage=True)
 def gigpo(batch: StepBatch, cfg: GigpoParams) -> CreditOutput:
     """GiGPO on the batch's rows (module docstring); env-faulted episodes have no rows, so
     they are in no statistic."""

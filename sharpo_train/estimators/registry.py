@@ -61,7 +61,7 @@ class GroupParams:
     eps: float = 1e-6                     # added to the std
 
     def validate(self) -> None:
-        in_range(self, "eps", 0, 1, lo_open=True)
+        in_range(self, "eps", 1e-12, 1)     # smaller is 0 in float32: 0/0 for a tied group
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class Estimator:
                                            # method is always shown at a knob value (a bare
                                            # name runs the default) and its run folders
                                            # name the knob ("sharpo-lam0.2")
+    base_advantage: bool = False           # one advantage per row: SHARPO can start from it
+                                           # (estimator.base, docs/estimators.md)
 
     def run_label(self, value: Optional[float]) -> str:
         """How reports name this method run at knob ``value`` (None: the config's value),
@@ -110,7 +112,8 @@ def _default(f: dataclasses.Field):
 def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
                        needs_entropy: bool = False, knob: Optional[str] = None,
                        group_relative: bool = True, needs_labels: bool = False,
-                       label: Optional[str] = None, knob_label: Optional[str] = None):
+                       label: Optional[str] = None, knob_label: Optional[str] = None,
+                       base_advantage: bool = False):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
@@ -123,7 +126,9 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     (``meta["credit_labels"]``; estimators/oracle.py);
     ``label``: its display name (default ``name.upper()``), ``knob_label``: the knob's
     symbol in labels (``Estimator.run_label``). A name already registered is refused
-    (ValueError naming it): pop it from ``ESTIMATORS`` first to replace a method."""
+    (ValueError naming it): pop it from ``ESTIMATORS`` first to replace a method.
+    ``base_advantage``: it gives every generated token of a row the same advantage, so
+    SHARPO's segment weight can start from it (``estimator.base=name``)."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a method name, got {name!r}")
     if name in ESTIMATORS:
@@ -156,7 +161,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
                                      group_relative, needs_labels, label or name.upper(),
-                                     knob_label)
+                                     knob_label, base_advantage=base_advantage)
         return fn
     return wrap
 
@@ -168,7 +173,11 @@ class EstimatorSettings:
         """The params of ``method`` (its own dataclass) with this config's values."""
         if method not in ESTIMATORS:
             raise ValueError(f"method: expected one of {sorted(ESTIMATORS)}, got {method!r}")
-        return self._build(ESTIMATORS[method].params)
+        params = self._build(ESTIMATORS[method].params)
+        base = getattr(params, "base", None)       # SHARPO over another estimator's advantage
+        if isinstance(base, str) and base != method and base in ESTIMATORS:
+            params.base_params = self.params(base)
+        return params
 
     def _build(self, cls):
         return cls(**{k: getattr(self, k) for k in _fields(cls)})

@@ -106,6 +106,18 @@ def completion_segment_ids(tokenizer, ids: list[int], turn_mask: list[int], segm
     return out if k else whole
 
 
+def peer_text(tokenizer, ids: list[int]) -> str:
+    """A peer's completion [T] ids as hint text, its turn structure kept: special tokens stay
+    as text (ChatML: ``</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>...``), the
+    final end-of-turn and padding tokens dropped. The hint is encoded with special tokens
+    read as plain text (hint.cut_hint_ids), so they never open a turn in the teacher prompt."""
+    ends = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
+    ids = list(ids)
+    while ids and ids[-1] in ends:
+        ids.pop()
+    return tokenizer.decode(ids, skip_special_tokens=False).strip()
+
+
 class SharpoGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` with SHARPO's token-level advantages (see the module docstring).
 
@@ -149,6 +161,30 @@ class SharpoGRPOTrainer(GRPOTrainer):
         self._sharpo_rewards: Optional[torch.Tensor] = None
         self.sharpo_last: Optional[dict[str, Any]] = None
 
+    def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *args, **kwargs):
+        called = [bool(c and isinstance(c[0], dict) and c[0].get("tool_calls")) for c in completions]
+        out = super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *args, **kwargs)
+        tool_mask = out[0]                    # [B][len] 0 on tool-result tokens
+        callers = [i for i, c in enumerate(called) if c]
+        if callers and self.max_tool_calling_iterations and all(min(tool_mask[i], default=1) for i in callers):
+            # TRL drops a tool result that would pass max_completion_length, silently
+            logger.warning(
+                f"sharpo: none of this step's {len(callers)} tool-calling completions got its tool result: "
+                f"with it each would pass max_completion_length={self.max_completion_length}, so TRL dropped "
+                f"the result; raise max_completion_length (a SmolLM2 tool call and its result take about 160 "
+                f"tokens; docs/integrations.md)")
+        return out
+
+    def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
+        cover = self._metrics["train"].get("sharpo/teacher_coverage") if self.model.training else None
+        if cover and self.args.lam > 0 and not any(cover) and self.accelerator.is_main_process:
+            logger.warning(
+                f"sharpo: no completion had a teacher in the last {len(cover)} step(s) (sharpo/teacher_coverage "
+                f"0): no completion's reward reached success_threshold={self.args.success_threshold}, so "
+                f"SHARPO gave plain GRPO advantages; check that the reward function scores successes "
+                f">= success_threshold")
+        super().log(logs, start_time)
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._sharpo_rewards = rewards        # [B_global, F], gathered over processes
@@ -187,7 +223,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         if a.lam > 0:                         # lam = 0: A_i everywhere, no teacher pass (§4)
             for b in range(B):
                 if peers[b] is not None:
-                    hint = tok.decode(comp[peers[b]], skip_special_tokens=True).strip()
+                    hint = peer_text(tok, comp[peers[b]])
                     teacher_prompts[b] = self._sharpo_teacher_prompt(prompts[b], hint)
         has_teacher = torch.tensor([t is not None for t in teacher_prompts], dtype=torch.bool, device=device)
         rows = [b for b in range(B) if teacher_prompts[b] is not None]

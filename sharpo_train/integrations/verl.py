@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -171,23 +171,26 @@ def register() -> None:
         pass
 
 
-def sharpo_settings(algorithm, max_prompt_length: int) -> dict[str, Any]:
+def sharpo_settings(algorithm, max_prompt_length: int, extra: Optional[dict] = None) -> dict[str, Any]:
     """``algorithm.sharpo.*`` (a mapping, or absent) merged over ``DEFAULTS`` and checked.
 
     An unknown key (a typo such as ``lamda``) raises ValueError naming it, the nearest known
     key and every known key; values by ``common.check_sharpo_settings`` (TRL's check too).
     ``max_teacher_prompt_length`` defaults to ``max_prompt_length + max_hint_tokens``.
+    ``extra``: an engine's own keys with their defaults (verl-agent's ``base``), known
+    keys too; their values are returned unchecked (the engine checks them).
     """
     user = algorithm.get("sharpo", None) if hasattr(algorithm, "get") else None
     user = {} if user is None else user
     if not hasattr(user, "keys"):
         raise TypeError(f"algorithm.sharpo: expected a mapping of settings, got {type(user).__name__}")
-    unknown = [str(k) for k in user.keys() if k not in DEFAULTS]
+    known = {**DEFAULTS, **(extra or {})}
+    unknown = [str(k) for k in user.keys() if k not in known]
     if unknown:
-        near = {k: difflib.get_close_matches(k, list(DEFAULTS), n=1) for k in unknown}
+        near = {k: difflib.get_close_matches(k, list(known), n=1) for k in unknown}
         named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
-        raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(DEFAULTS)}")
-    cfg = {k: user[k] if k in user else v for k, v in DEFAULTS.items()}
+        raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(known)}")
+    cfg = {k: user[k] if k in user else v for k, v in known.items()}
     try:
         check_sharpo_settings(SimpleNamespace(**cfg))
     except (TypeError, ValueError) as e:
@@ -219,7 +222,8 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
                         max_prompt_length: int, max_hint_tokens: int = HINT_DEFAULTS.max_hint_tokens,
                         success_threshold: float = SUCCESS_THRESHOLD,
                         hint_template: str = HINT_DEFAULTS.template,
-                        response_width: Optional[int] = None) -> DataProto:
+                        response_width: Optional[int] = None,
+                        peer_hint: Optional[Callable[[list[int]], str]] = None) -> DataProto:
     """Teacher rows for a per-step batch (one row per environment step, unpadded ids).
 
     ``rewards[r]`` is row r's episode reward. Each episode's peer follows
@@ -231,7 +235,9 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
     ``responses`` [B, R], ``input_ids``, ``attention_mask``, ``position_ids`` [B, P+R],
     ``response_mask`` [B, R], ``sharpo_has_teacher`` [B] bool, and non-tensor ``hint``;
     R = the longest response or ``response_width`` (pass the student batch's width to get
-    teacher log-probs aligned with ``old_log_probs``).
+    teacher log-probs aligned with ``old_log_probs``). ``peer_hint``: the peer's rows
+    (batch positions, in batch order) -> its hint text (verl-agent: actions with their
+    observations); default ``peer_hint_text`` of their responses.
     """
     B = len(prompts)
     traj_index = _nonneg_index(np.asarray(list(traj_uid), dtype=object)).tolist()
@@ -242,8 +248,10 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
     ep_group = [uid[rows[0]] for rows in ep_rows]
     ep_success = [float(rewards[rows[0]]) >= success_threshold for rows in ep_rows]
     peers = successful_peers(ep_group, ep_success)
-    hints = [None if p is None else peer_hint_text(tokenizer, [responses[r] for r in ep_rows[p]])
-             for p in peers]
+    if peer_hint is None:
+        def peer_hint(rows):
+            return peer_hint_text(tokenizer, [responses[r] for r in rows])
+    hints = [None if p is None else peer_hint(ep_rows[p]) for p in peers]
     suffix = generation_suffix_ids(tokenizer)
     t_prompts, has_teacher, used = [], [], []
     for r in range(B):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,7 @@ class Trainer:
             self.pool.close()
             raise
         self.labeller = None          # the env's plan_labels labeller, made on first use
+        self._said_truncated = False  # the all-episodes-truncated line (once per run)
 
     def _build_model(self, ckpt: Path | None) -> None:
         """Policy (from ``ckpt``/policy, ``init_from`` or fresh weights), optimizer and LR
@@ -215,6 +217,7 @@ class Trainer:
         rng = random.Random(seed)
         t0 = time.perf_counter()
         episodes = self.rollout(self.sample_tasks(rng))          # G episodes per task
+        self._say_if_all_truncated(step, episodes)
         batch = StepBatch.from_episodes(episodes)                 # one row per turn
         batch.meta["step"] = step                                 # for scheduled estimators
         if self.spec.exact_labels is not None:   # oracle estimators, teacher.oracle, credit record
@@ -235,6 +238,17 @@ class Trainer:
         if cfg.log.save_batches and step % cfg.log.save_batches == 0:
             save_batch(self.run_dir, step, batch, method=cfg.method, labels=labels)
         return rec
+
+    def _say_if_all_truncated(self, step: int, episodes: list) -> None:
+        """One line on stderr, once per run, at the first step whose every episode was cut
+        at rollout.max_turns: none of them can succeed, so nothing is learned."""
+        if self._said_truncated or not episodes or not all(ep.truncated for ep in episodes):
+            return
+        self._said_truncated = True
+        r = self.cfg.rollout
+        print(f"sharpo train: step {step}: all {len(episodes)} episodes were cut at rollout.max_turns="
+              f"{r.max_turns} before env {self.cfg.env['name']!r} ended them (reward 0, nothing to "
+              f"learn); raise rollout.max_turns (metric episodes_truncated)", file=sys.stderr, flush=True)
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
         """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
@@ -386,7 +400,8 @@ class Trainer:
                     "turns_mean": sum(len(ep.turns) for ep in episodes) / max(len(episodes), 1),
                     "scoring/tokens_through_model": scored.tokens_through_model,
                     "scoring/tokens_unshared": scored.tokens_unshared,
-                    "env_faults": int(batch.env_fault.sum())})
+                    "env_faults": int(batch.env_fault.sum()),
+                    "episodes_truncated": sum(ep.truncated for ep in episodes)})
         return rec
 
     def sample_tasks(self, rng: random.Random) -> list:

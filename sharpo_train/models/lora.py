@@ -9,7 +9,9 @@ A [rank, in] and B [out, rank] (B starts at zero: the step-0 policy is the base 
 
 Checkpoints (``RUN/checkpoints/step_N/policy/``) hold the adapter, as TRL and verl save it:
 ``adapter_model.safetensors`` (peft's key names, loadable by ``PeftModel.from_pretrained``),
-``adapter_config.json``, ``sharpo_lora.json`` (where the base weights are) and the
+``adapter_config.json`` (``base_model_name_or_path``: a local directory, a named model's
+cached copy included, so nothing looks the base up on the Hub), ``sharpo_lora.json`` (where
+the base weights are: a named model by its name) and the
 tokenizer; the optimizer state and step are beside it as for full training. Nothing is
 unpickled: the adapter is read with safetensors. Evaluation (``sharpo eval --run``) and the
 vLLM rollout engine get merged weights, W + (alpha / rank) * B A under the base model's own
@@ -17,7 +19,9 @@ parameter names (``merged_state_dict``), as TRL and verl give vLLM.
 
 The base: a named model (``model.path=smollm2-135m-instruct``), a directory (``init_from``
 or ``model.path``) or, for the tiny model built in code, ``RUN/lora_base/`` (saved once
-when the run starts, so a resume and ``sharpo eval`` rebuild the same base).
+when the run starts, so a resume from a checkpoint and ``sharpo eval`` rebuild the same
+base; a resume with no checkpoint yet starts over and builds it in code as the first start
+did, so it repeats the uninterrupted run).
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ def apply_lora(model, lora_cfg: Any, base: str):
     naming ``model.lora.targets`` when a target names no Linear layer of the model."""
     peft = _peft()
     targets = check_targets(model, lora_cfg.targets)
+    check_lora_fits(model, int(lora_cfg.rank), targets)     # before a single allocation
     config = peft.LoraConfig(r=int(lora_cfg.rank), lora_alpha=float(lora_cfg.alpha),
                              lora_dropout=float(lora_cfg.dropout), target_modules=targets, bias="none")
     dtype = next(model.parameters()).dtype
@@ -77,16 +82,102 @@ def apply_lora(model, lora_cfg: Any, base: str):
     return model
 
 
+def lora_parameters(model, rank: int, targets) -> int:
+    """Parameter count of rank-``rank`` adapters on the layers named by ``targets``
+    (A [r, in] + B [out, r] each), from the layers' shapes; nothing is allocated."""
+    from transformers.pytorch_utils import Conv1D
+
+    n, names = 0, set(targets)
+    for name, m in model.named_modules():
+        if name.rsplit(".", 1)[-1] in names and isinstance(m, (torch.nn.Linear, Conv1D)):
+            fan_in, fan_out = (m.in_features, m.out_features) if isinstance(m, torch.nn.Linear) \
+                else tuple(m.weight.shape)
+            n += rank * (fan_in + fan_out)
+    return n
+
+
+def check_lora_fits(model, rank: int, targets) -> None:
+    """UsageError naming ``model.lora.rank`` when the adapters, their gradients and AdamW
+    states (16 bytes a parameter; 20 for 16-bit bases with fp32 masters) do not fit in the
+    memory free now on the device the model is on (model.check_tiny_model_fits' rule)."""
+    from .model import available_memory_bytes
+
+    n = lora_parameters(model, rank, targets)
+    p = next(model.parameters())
+    need = n * (16 if p.dtype == torch.float32 else 2 * 2 + 4 + 8)
+    device = "cuda" if p.device.type == "cuda" else "cpu"
+    free = available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
+    if free is not None and need > free:
+        raise UsageError(f"model.lora.rank: rank-{rank} adapters on {list(targets)} have "
+                         f"{n:,} parameters and need about {need / 2**30:.1f} GiB for weights, "
+                         f"gradients and optimizer states; {device} has {free / 2**30:.1f} GiB "
+                         f"free (lower model.lora.rank)")
+
+
+def saved_rank(adapter_dir: str | Path) -> int:
+    """The rank of the adapter tensors saved in ``adapter_dir`` (from the safetensors
+    header; nothing is loaded): UsageError when the file is unreadable, holds no LoRA
+    tensor, or its tensors disagree."""
+    from safetensors import safe_open
+
+    path = Path(adapter_dir) / ADAPTER_WEIGHTS
+    ranks = set()
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for k in f.keys():
+                shape = f.get_slice(k).get_shape()
+                if ".lora_A." in k and len(shape) == 2:
+                    ranks.add(int(shape[0]))
+                elif ".lora_B." in k and len(shape) == 2:
+                    ranks.add(int(shape[1]))
+    except Exception as exc:            # missing or corrupt file (SafetensorError, OSError)
+        raise UsageError(f"{path}: unreadable adapter ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
+    if len(ranks) != 1:
+        raise UsageError(f"{path}: expected LoRA tensors of one rank, found ranks "
+                         f"{sorted(ranks)}")
+    return ranks.pop()
+
+
 def check_targets(model, targets) -> list[str]:
     """``targets`` when each names a Linear layer of ``model``, else a UsageError naming
     ``model.lora.targets`` and the model's Linear layer names."""
+    from ..settings.config import LORA_HEAD_REASON
+
     targets = list(targets)
-    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    head = _head_names(model)
+    refused = [t for t in targets if t in head]
+    if refused:
+        raise UsageError(f"model.lora.targets: {refused} cannot carry a LoRA adapter in "
+                         f"{type(model).__name__}: {LORA_HEAD_REASON}")
+    from transformers.pytorch_utils import Conv1D        # GPT-2's linear layers (peft adapts them)
+
+    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+              if isinstance(m, (torch.nn.Linear, Conv1D))} - head
     missing = [t for t in targets if t not in linear]
     if missing:
         raise UsageError(f"model.lora.targets: {missing} name no Linear layer of {type(model).__name__} "
                          f"(its Linear layers: {sorted(linear)})")
     return targets
+
+
+def _head_names(model) -> set[str]:
+    """Last name parts of the modules LoRA may not target: the output head, the input
+    embeddings, and any module holding a weight another module shares (tied weights)."""
+    names: set[str] = set()
+    special = [m for m in (getattr(model, "get_output_embeddings", lambda: None)(),
+                           getattr(model, "get_input_embeddings", lambda: None)()) if m is not None]
+    owners: dict[int, list[str]] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if any(m is s for s in special):
+            names.add(name.rsplit(".", 1)[-1])
+        w = getattr(m, "weight", None)
+        if isinstance(w, torch.Tensor) and name:
+            owners.setdefault(id(w), []).append(name.rsplit(".", 1)[-1])
+    for parts in owners.values():
+        if len(set(parts)) > 1:
+            names.update(parts)
+    return names
 
 
 def adapter_state_dict(model) -> dict[str, torch.Tensor]:
@@ -106,7 +197,8 @@ def save_adapter(model, tokenizer, out: str | Path) -> None:
     info = model.sharpo_lora
     config = info["config"]
     base = info["base"]
-    config.base_model_name_or_path = base
+    # a local directory, never a bare name: peft would look a name up on the Hub
+    config.base_model_name_or_path = local_base(base)
     save_file(adapter_state_dict(model), str(out / ADAPTER_WEIGHTS), metadata={"format": "pt"})
     config.save_pretrained(str(out))
     rel = base
@@ -119,6 +211,14 @@ def save_adapter(model, tokenizer, out: str | Path) -> None:
     (out / LORA_META).write_text(json.dumps({"base": rel, "rank": config.r, "alpha": config.lora_alpha,
                                              "targets": sorted(config.target_modules)}, indent=1) + "\n")
     tokenizer.save_pretrained(str(out))
+
+
+def local_base(base: str) -> str:
+    """The directory holding the base weights: a named model's cached copy
+    (model.named_model_dir), else ``base`` itself."""
+    from .model import NAMED_MODELS, named_model_dir
+
+    return str(named_model_dir(base)) if base in NAMED_MODELS else str(base)
 
 
 def adapter_base(adapter_dir: str | Path) -> str:
@@ -150,9 +250,14 @@ def load_adapter(model, adapter_dir: str | Path) -> None:
         raise UsageError(f"{path}: unreadable adapter ({exc})") from None
     saved = {k[len(_PEFT_PREFIX):] if k.startswith(_PEFT_PREFIX) else k: v for k, v in saved.items()}
     expected = peft.get_peft_model_state_dict(model)
-    if set(saved) != set(expected) or any(saved[k].shape != expected[k].shape for k in expected):
+    missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    wrong = [f"{k}: shape {list(saved[k].shape)} saved, {list(expected[k].shape)} expected"
+             for k in sorted(expected) if k in saved and saved[k].shape != expected[k].shape]
+    if missing or extra or wrong:
+        what = "; ".join(wrong[:2] + [f"missing {missing[:2]}"] * bool(missing)
+                         + [f"not in this model {extra[:2]}"] * bool(extra))
         raise UsageError(f"{path}: adapter tensors do not match model.lora.* of this run "
-                         f"({len(saved)} saved, {len(expected)} expected)")
+                         f"({what})")
     result = peft.set_peft_model_state_dict(model, saved)
     unexpected = getattr(result, "unexpected_keys", None)
     if unexpected:
@@ -223,6 +328,10 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
     adapter_dir = Path(adapter_dir)
     base = adapter_base(adapter_dir)
     cfg = peft.LoraConfig.from_pretrained(str(adapter_dir))
+    rank = saved_rank(adapter_dir)      # before adapters of the config's rank are allocated
+    if cfg.r != rank:
+        raise UsageError(f"{adapter_dir / 'adapter_config.json'}: says r={cfg.r!r} but the "
+                         f"saved adapter tensors have rank {rank} (edited or mixed up?)")
     settings = SimpleNamespace(rank=cfg.r, alpha=cfg.lora_alpha, dropout=0.0,
                                targets=sorted(cfg.target_modules))
     fields = {k: getattr(model_cfg, k) for k in ("dtype", "attn_implementation", "tokenizer_path")
@@ -234,7 +343,7 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
             raise UsageError(f"{adapter_dir / LORA_META}: the LoRA base {base} is not a directory "
                              f"(moved or deleted?)")
         model, _ = build_policy(dict(fields, path=None), weights_from=base)
-    tokenizer = build_tokenizer(adapter_dir)
+    tokenizer = build_tokenizer(adapter_dir, str(adapter_dir))
     apply_lora(model, settings, base)
     load_adapter(model, adapter_dir)
     return merged_copy(model), tokenizer
@@ -276,12 +385,13 @@ def build_lora_policy(cfg, run_dir: str | Path, ckpt: Optional[Path]):
         base = cfg.model.path if cfg.model.path in NAMED_MODELS else str(Path(cfg.model.path).resolve())
     else:
         saved = run_dir / BASE_DIR
-        if (saved / "config.json").is_file():
+        if ckpt is not None:             # the checkpoint's adapter applies to the saved base
             model, tokenizer = build_policy(cfg.model, weights_from=saved)
-        else:
+        else:   # a start, or a resume with no checkpoint yet: built as the first start did,
+            # so the RNG reaches the adapters' initialisation in the same state
             model, tokenizer = build_policy(cfg.model)
             check_targets(model, cfg.model.lora.targets)   # refused before anything is written
-            save_lora_base(model, tokenizer, run_dir)
+            save_lora_base(model, tokenizer, run_dir)      # kept when already there
         base = str(saved.resolve())
     apply_lora(model, cfg.model.lora, base)
     if ckpt is not None:

@@ -169,9 +169,10 @@ def resolve_model_path(path: str | Path | None) -> Optional[Path]:
     return Path(path)
 
 
-def build_tokenizer(path: str | Path | None = None):
+def build_tokenizer(path: str | Path | None = None, key: str = "model.tokenizer_path"):
     """The shipped tokenizer (``path=None``) or the one in a local checkpoint directory.
-    Pad and eos are always set; padding side is left (generation)."""
+    Pad and eos are always set; padding side is left (generation). A tokenizer without a
+    chat template is a UsageError naming ``key``."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     where = Path(path or TOKENIZER_DIR)
@@ -185,7 +186,9 @@ def build_tokenizer(path: str | Path | None = None):
     if tok.chat_template is None and where.resolve() == TOKENIZER_DIR:  # .jinja file lost
         tok.chat_template = CHAT_TEMPLATE
     if tok.chat_template is None:
-        raise ValueError(f"model.tokenizer_path: tokenizer at {path} has no chat template")
+        raise UsageError(f"{key}: the tokenizer at {where} has no chat template (sharpo "
+                         f"renders every prompt with it); give a chat model's tokenizer "
+                         f"(model.tokenizer_path=DIR)")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
@@ -292,9 +295,14 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path), use_safetensors=True, trust_remote_code=False,
             output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-    except (RuntimeError, OSError, ValueError, KeyError) as exc:
+    except Exception as exc:     # RuntimeError, OSError, ValueError, KeyError, SafetensorError
+        _attn_error(exc, kwargs.get("attn_implementation"))
+        if not isinstance(exc, (RuntimeError, OSError, ValueError, KeyError)) and \
+                type(exc).__name__ != "SafetensorError":
+            raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"{_where(key, path)} cannot be loaded ({type(exc).__name__}: {first})") from None
+        raise UsageError(f"{_where(key, path)} cannot be loaded ({type(exc).__name__}: "
+                         f"{first[:300]})") from None
     problems = [f"{name}: shape {list(saved)} in the files, {list(want)} in the model"
                 for name, saved, want in sorted(info.get("mismatched_keys") or ())]
     problems += [f"{name}: missing from the files" for name in sorted(info.get("missing_keys") or ())]
@@ -303,6 +311,17 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
         raise UsageError(f"{_where(key, path)} does not hold this model's weights "
                          f"({'; '.join(problems[:3])}{more})")
     return model
+
+
+def _attn_error(exc: BaseException, attn) -> None:
+    """A UsageError naming ``model.attn_implementation`` when ``exc`` is transformers
+    refusing it (unknown, or its package, e.g. flash-attn, not installed)."""
+    text = str(exc)
+    if attn and isinstance(exc, (ImportError, ValueError)) and (
+            "attn_implementation" in text or "Attention" in text):
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"model.attn_implementation: {attn!r} cannot be used here "
+                         f"({first[:200]}); sdpa and eager always work") from None
 
 
 def _where(key: str, path: Path) -> str:
@@ -399,7 +418,9 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
             if where is not None and (Path(where) / "tokenizer_config.json").exists():
                 tok_path = where
                 break
-    tokenizer = build_tokenizer(tok_path)
+    tok_key = ("model.tokenizer_path" if _get(model_cfg, "tokenizer_path") is not None
+               else weights_key if weights_from is not None and tok_path == path else "model.path")
+    tokenizer = build_tokenizer(tok_path, tok_key)
     dtype = _DTYPES.get(str(_get(model_cfg, "dtype", "float32")))
     if dtype is None:
         raise ValueError(f"model.dtype: unknown dtype {_get(model_cfg, 'dtype')!r}; "
@@ -418,6 +439,9 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
         check_tiny_model_fits(model_cfg, training=False)      # before a single allocation
         try:
             model = Qwen2ForCausalLM(config).to(dtype)
+        except (ImportError, ValueError) as exc:
+            _attn_error(exc, attn)
+            raise
         except (RuntimeError, MemoryError) as exc:
             if not _allocation_error(exc):
                 raise

@@ -57,27 +57,44 @@ __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_value", "parse_ov
 MAX_GROUP_SIZE = 1024
 _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # model.py _DTYPES
+# transformers' attention implementations (one that is not installed, e.g. flash-attn, is
+# refused when the model is built: model.build_policy)
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
+                        "flex_attention")
 
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# the output head and the embeddings (names across architectures; lora.check_targets also
+# refuses whatever module a model reports as its input/output embeddings or shares a weight with)
+LORA_REFUSED_TARGETS = ("lm_head", "embed_tokens", "embed_out", "wte", "word_embeddings",
+                        "embed_in", "output_layer")
+LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and the tied "
+                    "embedding's) base weight directly, so an adapter there would never "
+                    "train; adapt the decoder's Linear layers (e.g. [q_proj, v_proj])")
 
 
 @dataclass
 class LoraSettings:
     """``model.lora.*``: LoRA adapters (sharpo_train/models/lora.py; extra ``[lora]``). Off at rank 0."""
-    rank: int = 0                         # adapter rank r; 0: no LoRA (the model itself trains)
-    alpha: float = 16.0                   # scale alpha / r of the adapter's update
-    dropout: float = 0.0                  # dropout on the adapter's input (training passes only)
-    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS))   # Linear layer names
+    # "aliases": other libraries' names of a key (peft's LoraConfig here), named by the
+    # unknown-key error's "did you mean" (loader.apply_overrides)
+    rank: int = field(default=0, metadata={"aliases": ("r",)})   # adapter rank r; 0: no LoRA
+    alpha: float = field(default=16.0, metadata={"aliases": ("lora_alpha",)})   # scale alpha / r
+    dropout: float = field(default=0.0, metadata={"aliases": ("lora_dropout",)})   # on the adapter's input
+    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS),
+                               metadata={"aliases": ("target_modules",)})   # Linear layer names
 
     def validate(self) -> None:
         in_range(self, "rank", 0, 65536)
         if self.rank == 0:
             return
-        in_range(self, "alpha", 0.0, lo_open=True)
+        in_range(self, "alpha", 0.0, 4096.0, lo_open=True)   # the update's scale is alpha / r
         in_range(self, "dropout", 0.0, 1.0, hi_open=True)
         need(bool(self.targets) and all(t.strip() and "." not in t for t in self.targets), "targets",
              "a non-empty list of Linear layer names (e.g. [q_proj, v_proj])", self.targets)
+        head = [t for t in self.targets if t in LORA_REFUSED_TARGETS]
+        if head:
+            raise ConfigError(f"targets: {head} cannot carry a LoRA adapter: {LORA_HEAD_REASON}")
 
 
 @dataclass
@@ -117,8 +134,8 @@ class ModelConfig:
                  f"a multiple of num_heads ({self.num_heads})", self.hidden_size)
         need(self.path is None or self.path.strip() != "", "path", "a directory or null", self.path)
         need(self.dtype in DTYPES, "dtype", f"one of {list(DTYPES)}", self.dtype)
-        need(bool(self.attn_implementation.strip()), "attn_implementation", "a name",
-             self.attn_implementation)
+        need(self.attn_implementation in ATTN_IMPLEMENTATIONS, "attn_implementation",
+             f"one of {list(ATTN_IMPLEMENTATIONS)}", self.attn_implementation)
         need(bool(_DEVICE_RE.match(self.device)), "device", "auto, cpu, cuda or cuda:N",
              self.device)
         in_range(self, "cpu_threads", 1, 1024, nullable=True)
@@ -127,7 +144,7 @@ class ModelConfig:
 @dataclass
 class RolloutConfig:
     tasks_per_step: int = 2               # groups per step
-    group_size: int = 4                   # G rollouts per task
+    group_size: int = field(default=4, metadata={"aliases": ("num_generations", "n")})   # G rollouts per task
     max_turns: int = 8                    # turn limit per episode (the env may stop earlier)
     max_new_tokens: int = 96              # per turn
     max_prompt_tokens: int = 2048         # history is shortened (never the task) to fit
@@ -154,7 +171,7 @@ class RolloutConfig:
         in_range(self, "max_new_tokens", 1, 65536)
         in_range(self, "max_prompt_tokens", 1, 1 << 20)
         in_range(self, "history_length", 0, 1000)
-        in_range(self, "temperature", 0, 100, lo_open=True)   # training samples
+        in_range(self, "temperature", 1e-3, 100)   # training samples (below: logits/T overflow)
         in_range(self, "top_p", 0, 1, lo_open=True)
         in_range(self, "generation_batch_size", 1, 65536)
         in_range(self, "num_env_workers", 0, 1024, nullable=True)
@@ -195,7 +212,7 @@ class ScoringConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-6
+    lr: float = field(default=1e-6, metadata={"aliases": ("learning_rate",)})
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
@@ -213,7 +230,7 @@ class OptimConfig:
         in_range(self, "weight_decay", 0, 10)
         in_range(self, "beta1", 0, 1, hi_open=True)
         in_range(self, "beta2", 0, 1, hi_open=True)
-        in_range(self, "grad_clip", 0, lo_open=True)
+        in_range(self, "grad_clip", 0, 1e6, lo_open=True)
         in_range(self, "micro_batch_size", 1, 65536)
         in_range(self, "ppo_epochs", 1, 100)
         in_range(self, "mini_batches", 1, 4096)
@@ -289,6 +306,8 @@ class EvalConfig:
         in_range(self, "num_tasks", 0, 10 ** 6)
         in_range(self, "train_tasks", 0, 10 ** 6)
         in_range(self, "temperature", 0, 100)
+        need(self.temperature == 0 or self.temperature >= 1e-3, "temperature",
+             "0 (greedy) or a number in [0.001, 100]", self.temperature)
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 
@@ -380,8 +399,41 @@ def config_from_dict(data: dict) -> Config:
 
 
 def load_config(path: str | Path | None = None, overrides=None) -> Config:
-    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config."""
-    return load_settings(Config, path, overrides or (), default_path=DEFAULT_CONFIG_PATH)
+    """YAML file (None: the embedded default) + ``key.sub=value`` overrides -> Config, with
+    the environment's own defaults (``env_defaults``) where neither set the key for it."""
+    data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
+    cfg = load_settings(Config, path, copy.deepcopy(data), default_path=DEFAULT_CONFIG_PATH)
+    return env_defaults(cfg, path if path is not None else DEFAULT_CONFIG_PATH, data)
+
+
+def env_defaults(cfg: Config, source: str | Path, data: dict) -> Config:
+    """``cfg`` with its environment's defaults (``EnvSpec.train_defaults``: e.g. the
+    corridor's turn count as ``rollout.max_turns``) on every key that is set neither by an
+    override nor by the settings file ``source`` for this environment (a file written for
+    another ``env.name``, e.g. the embedded default's ALFWorld, does not set them)."""
+    hook = get_spec(cfg.env["name"]).train_defaults
+    if hook is None:
+        return cfg
+    layers = read_yaml_layers(source)
+    file_env = DEFAULT_ENV
+    for layer in layers:
+        if isinstance(layer.get("env"), dict) and "name" in layer["env"]:
+            file_env = layer["env"]["name"]
+    given = set(flat_keys(data))
+    if file_env == cfg.env["name"]:
+        for layer in layers:
+            given |= set(flat_keys(layer))
+    todo = {k: v for k, v in hook(dict(cfg.env)).items() if k not in given}
+    if not todo:
+        return cfg
+    nested: dict = {}
+    for key, value in todo.items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return validate_settings(apply_overrides(cfg, nested))
 
 
 def config_yaml(cfg: Config) -> str:
@@ -449,6 +501,9 @@ def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | N
     if not run_dir.is_dir():
         raise UsageError(f"--resume: no run directory {str(run_dir)!r}")
     if not saved_path.is_file():
+        if saved_path.exists() or saved_path.is_symlink():
+            raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
+                             f"folder or link); sharpo reads only regular files in a run")
         raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
     saved = load_settings(Config, saved_path)
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))

@@ -51,6 +51,7 @@ class Episode:
     success: bool = False
     error: Optional[str] = None
     score: Optional[float] = None   # the environment's task score (info["task_score"]: WebShop)
+    truncated: bool = False         # cut at max_turns before the environment ended it
 
 
 def chat_prompt_ids(tokenizer, user_text: str) -> list[int]:
@@ -195,4 +196,6 @@ def collect_rollouts(model, tokenizer, pool: EnvPool, tasks: list[Task], group_s
             if r.done:
                 done[s] = True
                 ep.error = r.info.get("error")
+    for ep, finished in zip(episodes, done):
+        ep.truncated = not finished
     return episodes

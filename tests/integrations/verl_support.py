@@ -73,35 +73,74 @@ AGENT_EPISODES = [
 AGENT_PEERS = {"t0": "t2", "t1": "t0", "t2": "t0", "t3": "t4", "t4": None, "t5": None}
 
 
+# groups of one episode (docs/method.md §1): t6 with two steps, t7 with one
+AGENT_SOLO = [
+    ("g4", "t6", 10.0, [("Task: find a key. You are in a hall.", "<think>key</think><action>open drawer 1</action>", True),
+                        ("Task: find a key. The drawer is open.", "<think>got it</think><action>take key 1</action>", True)]),
+    ("g5", "t7", 10.0, [("Task: open the door.", "<think>door</think><action>open door 1</action>", True)]),
+]
+
+
 def agent_step_rows(tok, episodes=AGENT_EPISODES):
     """One dict per environment step in verl-agent's order (episode by episode, steps in
-    order): prompt / response ids (unpadded), uid, traj_uid, episode reward, action valid."""
+    order): prompt / response ids (unpadded), uid, traj_uid, episode reward, action valid,
+    and ``anchor``: the observation text of the step (verl-agent's ``anchor_obs``)."""
     rows = []
     for uid, traj, reward, steps in episodes:
         for obs, resp, valid in steps:
             s = tok.apply_chat_template([{"role": "user", "content": obs}], tokenize=False, add_generation_prompt=True)
             rows.append({"prompt": tok(s, add_special_tokens=False)["input_ids"],
                          "response": tok(resp + tok.eos_token, add_special_tokens=False)["input_ids"],
-                         "uid": uid, "traj_uid": traj, "reward": reward, "valid": valid})
+                         "uid": uid, "traj_uid": traj, "reward": reward, "valid": valid, "anchor": obs,
+                         "text": resp})
     return rows
 
 
-def expected_agent_advantages(model, tok, rows, *, coef, lam, alpha, tau, max_prompt_length, max_hint_tokens,
-                              width, peers=AGENT_PEERS):
+def step_grpo(rows, coef, batch_rows=None, norm=True):
+    """[len(rows)] float64: verl-agent's GRPO (compute_mean_std_cross_steps, its default)
+    read as written: each row of the batch (``batch_rows``: rollout row of every batch row,
+    copies included; default each once) scores episode reward - coef on an invalid step;
+    mean and unbiased std over the batch rows of its uid group (one row: 0 and 1)."""
+    from integrations.reference import grpo_verl
+
+    batch_rows = list(range(len(rows))) if batch_rows is None else list(batch_rows)
+    score = [rows[r]["reward"] - (0.0 if rows[r]["valid"] else coef) for r in batch_rows]
+    adv = grpo_verl(score, [rows[r]["uid"] for r in batch_rows], norm=norm)
+    out = [None] * len(rows)
+    for r, a in zip(batch_rows, adv):
+        out[r] = a
+    return out
+
+
+def agent_hint(rows, peer):
+    """The hint body written from docs/method.md §3: the peer's steps in order, each its
+    action with the next step's observation (none after the last)."""
+    import re
+
+    steps = [r for r in rows if r["traj_uid"] == peer]
+    lines = []
+    for k, r in enumerate(steps):
+        act = re.findall(r"<action>(.*?)</action>", r["text"])[-1]
+        after = f" -> {steps[k + 1]['anchor']}" if k + 1 < len(steps) else ""
+        lines.append(f"{k + 1}. {act}{after}")
+    return "\n".join(lines)
+
+
+def expected_agent_advantages(model, tok, rows, *, base, lam, alpha, tau, max_prompt_length, max_hint_tokens,
+                              width, peers=AGENT_PEERS, penalty=None):
     """[len(rows), width] float64 SHARPO advantages written from docs/method.md for rows in
-    episode/step order (no copies): full forward passes for student and teacher log-probs,
-    the peer's steps as the hint, GRPO over episode outcomes, the invalid-action penalty
-    (-coef) added on that step's tokens. Also returns the expected teacher prompts (or None)."""
+    episode/step order (no copies): ``base`` [len(rows)] the A_i of each row, full forward
+    passes for student and teacher log-probs, the peer's steps with their observations as
+    the hint; ``penalty`` [len(rows)] (base=episode_grpo) added on the row's tokens. Also
+    returns the expected teacher prompts (or None)."""
     import torch
 
-    from integrations.reference import grpo_verl, sharpo_rows
+    from integrations.reference import sharpo_rows
     from sharpo_train.integrations.common import generation_suffix_ids, insert_hint
-    from sharpo_train.integrations.verl import build_segment_ids, peer_hint_text
+    from sharpo_train.integrations.verl import build_segment_ids
 
     episodes = list(dict.fromkeys(r["traj_uid"] for r in rows))
     ep_of = [episodes.index(r["traj_uid"]) for r in rows]
-    outcome = {r["traj_uid"]: r["reward"] for r in rows}
-    a_ep = grpo_verl([outcome[e] for e in episodes], [next(r["uid"] for r in rows if r["traj_uid"] == e) for e in episodes])
     suffix = generation_suffix_ids(tok)
     B = len(rows)
     old, teacher, mask = torch.zeros(B, width), torch.zeros(B, width), torch.zeros(B, width)
@@ -111,11 +150,10 @@ def expected_agent_advantages(model, tok, rows, *, coef, lam, alpha, tau, max_pr
         p, n = len(row["prompt"]), len(row["response"])
         mask[b, :n] = 1
         old[b, :n] = row_log_probs(model, torch.tensor(row["prompt"] + row["response"]))[0][p - 1:p - 1 + n]
-        peer = peers[row["traj_uid"]]
+        peer = peers.get(row["traj_uid"])
         tp = None
         if peer is not None:
-            hint = peer_hint_text(tok, [r["response"] for r in rows if r["traj_uid"] == peer])
-            tp = insert_hint(tok, row["prompt"], hint, max_prompt_length=max_prompt_length,
+            tp = insert_hint(tok, row["prompt"], agent_hint(rows, peer), max_prompt_length=max_prompt_length,
                              max_hint_tokens=max_hint_tokens, suffix_ids=suffix)
         t_prompts.append(tp)
         if tp is not None:
@@ -123,7 +161,8 @@ def expected_agent_advantages(model, tok, rows, *, coef, lam, alpha, tau, max_pr
             teacher[b, :n] = row_log_probs(model, seq)[0][len(tp) - 1:len(tp) - 1 + n]
             has[b] = True
     seg = build_segment_ids(tok, [r["response"] for r in rows], width)
-    base = torch.tensor([a_ep[e] for e in ep_of], dtype=torch.float64)
-    ref = sharpo_rows(teacher, old, seg, mask, base, has, torch.tensor(ep_of), lam=lam, alpha=alpha, tau=tau)
-    penalty = torch.tensor([0.0 if r["valid"] else -coef for r in rows], dtype=torch.float64)
-    return ref + penalty[:, None] * mask.double(), t_prompts
+    ref = sharpo_rows(teacher, old, seg, mask, torch.tensor(base, dtype=torch.float64), has, torch.tensor(ep_of),
+                      lam=lam, alpha=alpha, tau=tau)
+    if penalty is not None:
+        ref = ref + torch.tensor(penalty, dtype=torch.float64)[:, None] * mask.double()
+    return ref, t_prompts

@@ -41,6 +41,18 @@ def settings_of(env_config: dict) -> CorridorSettings:
     return CorridorSettings(**{k: v for k, v in env_config.items() if k != "name"}).check()
 
 
+# a reply is "<think>a red lamp</think><action>left</action>": about 20 tokens
+REPLY_TOKENS = 24
+
+
+def train_defaults(env_config: dict) -> dict:
+    """The trainer's defaults for a corridor run (EnvSpec.train_defaults): one rollout turn
+    per corridor turn, so an episode is never cut before its exit, and a reply budget that
+    fits the reply format."""
+    turns = env_config.get("num_turns", CorridorSettings.num_turns)
+    return {"rollout.max_turns": int(turns), "rollout.max_new_tokens": REPLY_TOKENS}
+
+
 def make_suite(env_config: dict) -> EnvSuite:
     train, evals = make_tasks(settings_of(env_config))
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(CorridorEnv), list(FAMILIES))
@@ -54,6 +66,6 @@ def label_episodes(episodes) -> list[list]:
             decisive_labels(ep.task, [t.action for t in ep.turns]) for ep in episodes]
 
 
-__all__ = ["make_suite", "settings_of", "label_episodes", "render_turn_prompt",
+__all__ = ["make_suite", "settings_of", "train_defaults", "label_episodes", "render_turn_prompt",
            "parse_action", "render_hint", "prompts", "CorridorEnv", "CorridorSettings",
            "KNOWN_KEYS", "SETTINGS", "FAMILIES"]

@@ -223,3 +223,37 @@ def test_lora_without_peft_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "peft", None)
     with pytest.raises(UsageError, match=r"model.lora.rank: LoRA needs peft.*\[lora\]"):
         apply_lora(model, SimpleNamespace(rank=4, alpha=8.0, dropout=0.0, targets=["q_proj"]), base="x")
+
+
+def test_resume_after_a_kill_before_the_first_checkpoint_repeats_the_straight_run(tmp_path, monkeypatch):
+    """A LoRA run on the tiny model built in code, killed after step 1 and before any
+    checkpoint (RUN/lora_base written, no checkpoint): the resume starts over and must
+    repeat the uninterrupted run bit for bit (the base is built as the first start built
+    it, so the adapters' initialisation sees the same RNG state)."""
+    from sharpo_train.loops.trainer import Trainer
+
+    # an entropy bonus: a gradient on the adapters even when every reward is equal
+    lora = {"model__lora": dict(LORA), "checkpoint__every": 0, "loss__entropy_coef": 0.01,
+            "rollout": {"tasks_per_step": 2, "group_size": 2, "max_turns": 2, "max_new_tokens": 8}}
+    straight = train(small_config(tmp_path / "a", total_steps=2, **lora))
+    step = Trainer.step
+
+    def killed(self, n):
+        if n == 2:
+            raise KeyboardInterrupt       # kill -9 stand-in: nothing of step 2 is written
+        return step(self, n)
+
+    monkeypatch.setattr(Trainer, "step", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train(small_config(tmp_path / "b", total_steps=2, **lora))
+    monkeypatch.setattr(Trainer, "step", step)
+    assert (tmp_path / "b" / "lora_base" / "config.json").is_file()
+    assert not (tmp_path / "b" / "checkpoints").exists() or not any((tmp_path / "b" / "checkpoints").iterdir())
+    resumed = train(small_config(tmp_path / "b", total_steps=2, resume=True, **lora))
+    a, b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(resumed / "metrics.jsonl")
+    assert [r["step"] for r in a] == [1, 2] and any(r["grad_norm"] != 0 for r in a)
+    assert strip(a) == strip(b)
+    from safetensors.torch import load_file
+    sa, sb = (load_file(str(r / "checkpoints/step_000002/policy/adapter_model.safetensors"))
+              for r in (straight, resumed))
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
