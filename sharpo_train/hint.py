@@ -21,6 +21,7 @@ imports only errors.py, so any layer may use it.
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
@@ -96,6 +97,17 @@ def check_template(template, name: str = "template") -> None:
     is ``{hint}`` (literal braces doubled)."""
     if not isinstance(template, str) or "{hint}" not in template:
         raise ValueError(f"{name}: must be a string containing '{{hint}}'")
+    try:    # fields read before any formatting: a width ({hint:>3000000000}) would allocate
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)
+                  if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"{name}: not a format string ({exc}); literal braces are doubled: "
+                         f"'{{{{' '}}}}'") from None
+    bad = [f"{{{f}{'!' + cv if cv else ''}{':' + sp if sp else ''}}}"
+           for f, sp, cv in fields if f != "hint" or sp or cv]
+    if bad:
+        raise ValueError(f"{name}: {bad[0]!r}: only a plain {{hint}} field may be used (no "
+                         f"format spec or conversion; literal braces doubled: '{{{{' '}}}}')")
     try:
         template.format(hint="")
     except (KeyError, IndexError, ValueError) as exc:

@@ -2,9 +2,11 @@
 POSIX), so a reader never sees half a file and a crash never loses the previous one."""
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,14 +65,23 @@ def append_jsonl(path: str | Path, record: dict) -> None:
     The file is opened with ``O_NOFOLLOW``: a symbolic link in its place is a UsageError,
     never written through."""
     line = json.dumps(clean(record), allow_nan=False, default=_json_default) + "\n"
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+             | os.O_NONBLOCK)        # a fifo in its place must not block the run
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
         if Path(path).is_symlink():
             raise UsageError(f"{path}: is a symbolic link; sharpo appends only to a plain "
                              f"file inside the run (remove the link)") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):    # a fifo without reader, a folder
+            raise UsageError(f"{path}: not a regular file; sharpo appends only to a plain "
+                             f"file inside the run (move it away)") from None
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path}: not a regular file; sharpo appends only to a plain file "
+                         f"inside the run (move it away)")
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(line)
         f.flush()
@@ -96,6 +107,8 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
+    if not path.is_file():              # a fifo would block the reader, a folder fail
+        raise UsageError(f"{path}: not a regular file (move it away)")
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

@@ -87,21 +87,27 @@ def plan(args) -> tuple:
         from ..models.weights import check_weights_dir
         if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
             check_weights_dir(args.model, "--model")
-    if out is not None and Path(out).exists() and not args.force:
-        raise FileExistsError(f"--out: {out} exists (pass --force to overwrite it)")
+    if args.out is not None:        # a folder, a link, a system path, or exists without --force
+        from ..runs.outputs import check_out_file
+        check_out_file(args.out, "--out", args.force)
     return cfg, weights, out
 
 
 def run(args) -> int:
     from ..loops.evaluate import evaluate_checkpoint
-    from ..io import atomic_write_json
+    from ..io import clean
+    from ..runs.outputs import create_exclusive, write_out_json
     from ..recipes.phases import quiet_transformers
 
     cfg, weights, out = plan(args)      # user errors: one line, exit 2 (cli.py)
     quiet_transformers()
     result = evaluate_checkpoint(Path(weights), cfg)
     print(json.dumps(result, indent=1))
+    if args.out:
+        write_out_json(out, result)
+    elif out:       # RUN/eval-<time>.json: created exclusively, "-<k>" when the name is taken
+        out = create_exclusive(Path(out).parent, Path(out).stem, ".json", (json.dumps(
+            clean(result), indent=1, allow_nan=False) + "\n").encode("utf-8"))
     if out:
-        atomic_write_json(out, result)
         print(f"sharpo eval: wrote {out}", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ def register(subparsers) -> None:
                    help="group index within the step (default: its first mixed group)")
     p.add_argument("--out", default=None,
                    help="output path stem (default RUN_DIR/report/credit_step<S>_group<K>)")
+    p.add_argument("--force", action="store_true", help="replace existing --out files")
     p.add_argument("--credit-quality", action="store_true",
                    help="score every method on the run's saved batches (log.save_batches) "
                         "and write RUN/report/credit_quality.md")
@@ -41,6 +42,12 @@ def run(args) -> int:
     if run_dir is None:
         raise UsageError("--run-dir: the run directory is required (sharpo explain --run-dir "
                          "RUN, or sharpo explain RUN)")
+    if args.out:         # output files outside the run: runs/outputs.py's rule
+        from pathlib import Path
+        from sharpo_train.runs.outputs import check_out_file
+        stem = Path(args.out).with_suffix("") if not args.credit_quality else Path(args.out)
+        for suffix in ((".md",) if args.credit_quality else (".html", ".png")):
+            check_out_file(str(stem) + suffix, "--out", args.force)
     if args.credit_quality:
         from sharpo_train.estimators import ESTIMATORS
         methods = [m.strip() for m in (args.methods or "").split(",") if m.strip()] or None

@@ -11,7 +11,6 @@ a door it contradicts at the lamp turns, their separation in nats (the warm star
 before RL: docs/corridor.md), and the same at turns without a lamp."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -48,11 +47,15 @@ def register(subparsers) -> None:
                    help="corridor: held-out tasks to probe (default 50)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the summary here")
+    p.add_argument("--force", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=run)
 
 
 def _model_dir(args) -> str:
     if args.model:
+        from sharpo_train.models.named import NAMED_MODELS, named_model_dir
+        if args.model in NAMED_MODELS and not Path(args.model).is_dir():
+            return str(named_model_dir(args.model))     # the trainer's named models
         return args.model
     from sharpo_train.recipes.phases import latest_policy
     from sharpo_train.analysis.report.records import find_run_dir
@@ -79,14 +82,24 @@ def _run_config(args):
     from sharpo_train.settings.config import Config
     from sharpo_train.settings.loader import load_settings
     from sharpo_train.analysis.report.records import find_run_dir
+    from sharpo_train.errors import ConfigError, UsageError
     path = find_run_dir(args.run_dir, "--run-dir") / "config.yaml"
-    return load_settings(Config, path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return load_settings(Config, path)
+    except ConfigError as exc:
+        raise UsageError(f"--run-dir: {path} is not a sharpo training config ({exc}); "
+                         f"name a run directory of `sharpo train`") from None
 
 
 def run(args) -> int:
     from sharpo_train.envs.registry import DEFAULT_ENV, env_names, get_spec
 
+    from sharpo_train.runs.outputs import check_out_file
     try:
+        if args.json:
+            check_out_file(args.json, "--json", args.force)
         cfg = _run_config(args)
         env = args.env or (cfg.env.get("name") if cfg is not None else DEFAULT_ENV)
         spec = get_spec(env)
@@ -118,5 +131,6 @@ def run(args) -> int:
     s.update({"model": model_dir, **info})
     print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(s, indent=1))
+        from sharpo_train.runs.outputs import write_out_json
+        write_out_json(args.json, s)
     return 0

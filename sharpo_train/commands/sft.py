@@ -12,7 +12,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("sft", help="supervised warm start on expert demonstrations",
                               description=__doc__)
     p.add_argument("--demos", required=True, help="chat-format JSONL (sharpo alfworld demos)")
-    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--out", required=True, help="checkpoint directory to write (new, empty, "
+                   "or an earlier sft output; docs/run_directory.md, 'Outputs')")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty --out that is no sft output (its other "
+                        "files are kept)")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.set_defaults(func=run)
 
@@ -21,7 +25,10 @@ def run(args) -> int:
     from sharpo_train.errors import UsageError
     from sharpo_train.loops.sft import load_demos, parse_sft_overrides, run_sft
 
+    from sharpo_train.runs.outputs import check_out_dir
+
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
+    check_out_dir(args.out, "--out", args.force)
     load_demos(args.demos)                      # a missing or malformed file, before loading
     from sharpo_train.models.named import NAMED_MODELS
     if cfg.model.path is not None and not Path(cfg.model.path).is_dir() and \
@@ -33,7 +40,7 @@ def run(args) -> int:
         check_tiny_model_fits(cfg.model)
     elif cfg.model.path not in NAMED_MODELS:       # safetensors weights only, never pickle
         check_weights_dir(cfg.model.path, "model.path")
-    summary = run_sft(args.demos, args.out, cfg)
+    summary = run_sft(args.demos, args.out, cfg, force=args.force)
     print(f"sft: {summary['examples']} examples, {summary['steps']} steps, "
           f"final loss {summary['final_loss']:.4f}\ncheckpoint: {args.out}")
     return 0

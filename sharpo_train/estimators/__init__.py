@@ -45,7 +45,7 @@ from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficie
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..step.batch import StepBatch
-from ..settings.loader import need
+from ..settings.loader import in_range, need
 from ..step.credit import group_advantages, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
@@ -140,6 +140,9 @@ class SharpoParams(GroupParams):
     def validate(self) -> None:
         super().validate()
         SharpoCoefficients.of(self).checked()
+        # beyond these, tanh(gap / 2 tau) is 0 and rho never clips: SHARPO would silently be GRPO
+        in_range(self, "tau", 0, 1000, lo_open=True)
+        in_range(self, "rho_max", 0, 1000, lo_open=True)
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",

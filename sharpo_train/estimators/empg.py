@@ -32,7 +32,7 @@ class EmpgParams(GroupParams):
     def validate(self) -> None:
         super().validate()
         for key in ("empg_k", "empg_k_future", "empg_zeta"):
-            in_range(self, key, 0)
+            in_range(self, key, 0, 100)
 
 
 def next_rows(traj_index: torch.Tensor, turn: list[int]) -> torch.Tensor:

@@ -35,7 +35,7 @@ class GigpoParams(GroupParams):
     def validate(self) -> None:
         super().validate()
         in_range(self, "gigpo_gamma", 0, 1)
-        in_range(self, "gigpo_step_weight", 0)
+        in_range(self, "gigpo_step_weight", 0, 100)
         need(self.gigpo_mode in GIGPO_MODES, "gigpo_mode", f"one of {list(GIGPO_MODES)}",
              self.gigpo_mode)
 

@@ -61,7 +61,7 @@ class GroupParams:
     eps: float = 1e-6                     # added to the std
 
     def validate(self) -> None:
-        in_range(self, "eps", 0, 1, lo_open=True)
+        in_range(self, "eps", 1e-12, 1)     # smaller is 0 in float32: 0/0 for a tied group
 
 
 @dataclass(frozen=True)

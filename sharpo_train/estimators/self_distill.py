@@ -48,7 +48,7 @@ class OpsdParams(GroupParams):
 
     def validate(self) -> None:
         super().validate()
-        in_range(self, "opsd_coef", 0)
+        in_range(self, "opsd_coef", 0, 100)
 
 
 @dataclass
@@ -58,8 +58,8 @@ class SdarParams(GroupParams):
 
     def validate(self) -> None:
         super().validate()
-        in_range(self, "sdar_coef", 0)
-        in_range(self, "sdar_beta", 0)
+        in_range(self, "sdar_coef", 0, 100)
+        in_range(self, "sdar_beta", 0, 1000)
 
 
 def _check(name: str, t: torch.Tensor, shape) -> None:

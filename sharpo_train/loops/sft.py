@@ -25,6 +25,7 @@ from ..settings.loader import apply_overrides, in_range, parse_overrides, valida
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
+from ..runs.outputs import check_out_dir, install_dir, new_build_dir
 
 
 @dataclass
@@ -73,7 +74,7 @@ class SFTConfig(H.HintKeys):
         in_range(self, "warmup_steps", 0, 10 ** 7)
         in_range(self, "weight_decay", 0, 10)
         in_range(self, "max_length", 2, 1 << 20)
-        in_range(self, "grad_clip", 0)          # 0: no clipping
+        in_range(self, "grad_clip", 0, 1e6)     # 0: no clipping
         in_range(self, "seed", 0)
         in_range(self, "log_every", 1)
         in_range(self, "threads", 0, 1024)
@@ -265,11 +266,12 @@ def sft_loss(logits, input_ids, labels, attention, prompt_loss_weight: float = 0
 
 
 def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None = None,
-            log=print) -> dict:
-    """Fine-tune and save to out_dir (written to a temp dir, then renamed). Returns the
-    summary also saved as out_dir/sft.json."""
+            log=print, force: bool = False) -> dict:
+    """Fine-tune and save to out_dir (built in a new temp folder beside it, then moved in:
+    outputs.install_dir; an existing out_dir must be an earlier sft output, or ``force``).
+    Returns the summary also saved as out_dir/sft.json."""
     cfg = validate_settings(cfg or SFTConfig())
-    out_dir = Path(out_dir)
+    out_dir = check_out_dir(out_dir, "--out", force)      # before anything is trained
     messages = load_demos(demos_path)
     if cfg.hint_fraction > 0:
         messages += hinted_demos(demos_path, cfg.hint_fraction, cfg.seed,
@@ -318,11 +320,8 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
                "final_loss": sum(losses[-cfg.log_every:]) / len(losses[-cfg.log_every:]),
                "seconds": round(time.time() - start, 1), "loss_history": history,
                "config": asdict(cfg)}
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    if tmp.exists():
-        import shutil
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    check_out_dir(out_dir, "--out", force)      # still fine after training
+    tmp = new_build_dir(out_dir)
     model.save_pretrained(tmp)
     if cfg.model.path:
         # a pretrained checkpoint's own tokenizer travels with it; the shipped tokenizer is
@@ -330,8 +329,5 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
         # different tokenizer class in transformers 5 and tokenizes differently)
         tokenizer.save_pretrained(tmp)
     (tmp / "sft.json").write_text(json.dumps(summary, indent=1))
-    if out_dir.exists():
-        import shutil
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    install_dir(tmp, out_dir, "sharpo sft")
     return summary

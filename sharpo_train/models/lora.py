@@ -68,6 +68,7 @@ def apply_lora(model, lora_cfg: Any, base: str):
     naming ``model.lora.targets`` when a target names no Linear layer of the model."""
     peft = _peft()
     targets = check_targets(model, lora_cfg.targets)
+    check_lora_fits(model, int(lora_cfg.rank), targets)     # before a single allocation
     config = peft.LoraConfig(r=int(lora_cfg.rank), lora_alpha=float(lora_cfg.alpha),
                              lora_dropout=float(lora_cfg.dropout), target_modules=targets, bias="none")
     dtype = next(model.parameters()).dtype
@@ -82,16 +83,102 @@ def apply_lora(model, lora_cfg: Any, base: str):
     return model
 
 
+def lora_parameters(model, rank: int, targets) -> int:
+    """Parameter count of rank-``rank`` adapters on the layers named by ``targets``
+    (A [r, in] + B [out, r] each), from the layers' shapes; nothing is allocated."""
+    from transformers.pytorch_utils import Conv1D
+
+    n, names = 0, set(targets)
+    for name, m in model.named_modules():
+        if name.rsplit(".", 1)[-1] in names and isinstance(m, (torch.nn.Linear, Conv1D)):
+            fan_in, fan_out = (m.in_features, m.out_features) if isinstance(m, torch.nn.Linear) \
+                else tuple(m.weight.shape)
+            n += rank * (fan_in + fan_out)
+    return n
+
+
+def check_lora_fits(model, rank: int, targets) -> None:
+    """UsageError naming ``model.lora.rank`` when the adapters, their gradients and AdamW
+    states (16 bytes a parameter; 20 for 16-bit bases with fp32 masters) do not fit in the
+    memory free now on the device the model is on (model.check_tiny_model_fits' rule)."""
+    from .tiny import available_memory_bytes
+
+    n = lora_parameters(model, rank, targets)
+    p = next(model.parameters())
+    need = n * (16 if p.dtype == torch.float32 else 2 * 2 + 4 + 8)
+    device = "cuda" if p.device.type == "cuda" else "cpu"
+    free = available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
+    if free is not None and need > free:
+        raise UsageError(f"model.lora.rank: rank-{rank} adapters on {list(targets)} have "
+                         f"{n:,} parameters and need about {need / 2**30:.1f} GiB for weights, "
+                         f"gradients and optimizer states; {device} has {free / 2**30:.1f} GiB "
+                         f"free (lower model.lora.rank)")
+
+
+def saved_rank(adapter_dir: str | Path) -> int:
+    """The rank of the adapter tensors saved in ``adapter_dir`` (from the safetensors
+    header; nothing is loaded): UsageError when the file is unreadable, holds no LoRA
+    tensor, or its tensors disagree."""
+    from safetensors import safe_open
+
+    path = Path(adapter_dir) / ADAPTER_WEIGHTS
+    ranks = set()
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for k in f.keys():
+                shape = f.get_slice(k).get_shape()
+                if ".lora_A." in k and len(shape) == 2:
+                    ranks.add(int(shape[0]))
+                elif ".lora_B." in k and len(shape) == 2:
+                    ranks.add(int(shape[1]))
+    except Exception as exc:            # missing or corrupt file (SafetensorError, OSError)
+        raise UsageError(f"{path}: unreadable adapter ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
+    if len(ranks) != 1:
+        raise UsageError(f"{path}: expected LoRA tensors of one rank, found ranks "
+                         f"{sorted(ranks)}")
+    return ranks.pop()
+
+
 def check_targets(model, targets) -> list[str]:
     """``targets`` when each names a Linear layer of ``model``, else a UsageError naming
     ``model.lora.targets`` and the model's Linear layer names."""
+    from ..settings.config import LORA_HEAD_REASON
+
     targets = list(targets)
-    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    head = _head_names(model)
+    refused = [t for t in targets if t in head]
+    if refused:
+        raise UsageError(f"model.lora.targets: {refused} cannot carry a LoRA adapter in "
+                         f"{type(model).__name__}: {LORA_HEAD_REASON}")
+    from transformers.pytorch_utils import Conv1D        # GPT-2's linear layers (peft adapts them)
+
+    linear = {name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+              if isinstance(m, (torch.nn.Linear, Conv1D))} - head
     missing = [t for t in targets if t not in linear]
     if missing:
         raise UsageError(f"model.lora.targets: {missing} name no Linear layer of {type(model).__name__} "
                          f"(its Linear layers: {sorted(linear)})")
     return targets
+
+
+def _head_names(model) -> set[str]:
+    """Last name parts of the modules LoRA may not target: the output head, the input
+    embeddings, and any module holding a weight another module shares (tied weights)."""
+    names: set[str] = set()
+    special = [m for m in (getattr(model, "get_output_embeddings", lambda: None)(),
+                           getattr(model, "get_input_embeddings", lambda: None)()) if m is not None]
+    owners: dict[int, list[str]] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if any(m is s for s in special):
+            names.add(name.rsplit(".", 1)[-1])
+        w = getattr(m, "weight", None)
+        if isinstance(w, torch.Tensor) and name:
+            owners.setdefault(id(w), []).append(name.rsplit(".", 1)[-1])
+    for parts in owners.values():
+        if len(set(parts)) > 1:
+            names.update(parts)
+    return names
 
 
 def adapter_state_dict(model) -> dict[str, torch.Tensor]:
@@ -160,9 +247,14 @@ def load_adapter(model, adapter_dir: str | Path) -> None:
         raise UsageError(f"{path}: unreadable adapter ({exc})") from None
     saved = {k[len(_PEFT_PREFIX):] if k.startswith(_PEFT_PREFIX) else k: v for k, v in saved.items()}
     expected = peft.get_peft_model_state_dict(model)
-    if set(saved) != set(expected) or any(saved[k].shape != expected[k].shape for k in expected):
+    missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+    wrong = [f"{k}: shape {list(saved[k].shape)} saved, {list(expected[k].shape)} expected"
+             for k in sorted(expected) if k in saved and saved[k].shape != expected[k].shape]
+    if missing or extra or wrong:
+        what = "; ".join(wrong[:2] + [f"missing {missing[:2]}"] * bool(missing)
+                         + [f"not in this model {extra[:2]}"] * bool(extra))
         raise UsageError(f"{path}: adapter tensors do not match model.lora.* of this run "
-                         f"({len(saved)} saved, {len(expected)} expected)")
+                         f"({what})")
     result = peft.set_peft_model_state_dict(model, saved)
     unexpected = getattr(result, "unexpected_keys", None)
     if unexpected:

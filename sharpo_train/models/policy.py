@@ -20,11 +20,11 @@ from ..errors import UsageError
 from . import setting as _get
 from .lora import (BASE_DIR, LORA_META, _peft, adapter_base, apply_lora, check_targets,
                    is_adapter_dir, is_lora_model, load_adapter, merged_copy, save_adapter,
-                   save_lora_base)
+                   save_lora_base, saved_rank)
 from .named import NAMED_MODELS, resolve_model_path
 from .tiny import TORCH_DTYPES, _allocation_error, check_tiny_model_fits, tiny_qwen2_config
 from .tokenizer import build_tokenizer
-from .weights import load_pretrained
+from .weights import _attn_error, load_pretrained
 
 
 def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = None,
@@ -48,7 +48,9 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
             if where is not None and (Path(where) / "tokenizer_config.json").exists():
                 tok_path = where
                 break
-    tokenizer = build_tokenizer(tok_path)
+    tok_key = ("model.tokenizer_path" if _get(model_cfg, "tokenizer_path") is not None
+               else weights_key if weights_from is not None and tok_path == path else "model.path")
+    tokenizer = build_tokenizer(tok_path, tok_key)
     dtype = TORCH_DTYPES.get(str(_get(model_cfg, "dtype", "float32")))
     if dtype is None:
         raise ValueError(f"model.dtype: unknown dtype {_get(model_cfg, 'dtype')!r}; "
@@ -67,6 +69,9 @@ def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = Non
         check_tiny_model_fits(model_cfg, training=False)      # before a single allocation
         try:
             model = Qwen2ForCausalLM(config).to(dtype)
+        except (ImportError, ValueError) as exc:
+            _attn_error(exc, attn)
+            raise
         except (RuntimeError, MemoryError) as exc:
             if not _allocation_error(exc):
                 raise
@@ -155,6 +160,10 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
     adapter_dir = Path(adapter_dir)
     base = adapter_base(adapter_dir)
     cfg = peft.LoraConfig.from_pretrained(str(adapter_dir))
+    rank = saved_rank(adapter_dir)      # before adapters of the config's rank are allocated
+    if cfg.r != rank:
+        raise UsageError(f"{adapter_dir / 'adapter_config.json'}: says r={cfg.r!r} but the "
+                         f"saved adapter tensors have rank {rank} (edited or mixed up?)")
     settings = SimpleNamespace(rank=cfg.r, alpha=cfg.lora_alpha, dropout=0.0,
                                targets=sorted(cfg.target_modules))
     fields = {k: getattr(model_cfg, k) for k in ("dtype", "attn_implementation", "tokenizer_path")
@@ -166,7 +175,7 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
             raise UsageError(f"{adapter_dir / LORA_META}: the LoRA base {base} is not a directory "
                              f"(moved or deleted?)")
         model, _ = build_policy(dict(fields, path=None), weights_from=base)
-    tokenizer = build_tokenizer(adapter_dir)
+    tokenizer = build_tokenizer(adapter_dir, str(adapter_dir))
     apply_lora(model, settings, base)
     load_adapter(model, adapter_dir)
     return merged_copy(model), tokenizer

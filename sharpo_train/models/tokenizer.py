@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..assets.build_tokenizer import CHAT_TEMPLATE
+from ..errors import UsageError
 
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "assets" / "tokenizer"
 
 
-def build_tokenizer(path: str | Path | None = None):
+def build_tokenizer(path: str | Path | None = None, key: str = "model.tokenizer_path"):
     """The shipped tokenizer (``path=None``) or the one in a local checkpoint directory.
-    Pad and eos are always set; padding side is left (generation)."""
+    Pad and eos are always set; padding side is left (generation). A tokenizer without a
+    chat template is a UsageError naming ``key``."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     where = Path(path or TOKENIZER_DIR)
@@ -27,7 +29,9 @@ def build_tokenizer(path: str | Path | None = None):
     if tok.chat_template is None and where.resolve() == TOKENIZER_DIR:  # .jinja file lost
         tok.chat_template = CHAT_TEMPLATE
     if tok.chat_template is None:
-        raise ValueError(f"model.tokenizer_path: tokenizer at {path} has no chat template")
+        raise UsageError(f"{key}: the tokenizer at {where} has no chat template (sharpo "
+                         f"renders every prompt with it); give a chat model's tokenizer "
+                         f"(model.tokenizer_path=DIR)")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

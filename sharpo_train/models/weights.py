@@ -82,9 +82,14 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path), use_safetensors=True, trust_remote_code=False,
             output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-    except (RuntimeError, OSError, ValueError, KeyError) as exc:
+    except Exception as exc:     # RuntimeError, OSError, ValueError, KeyError, SafetensorError
+        _attn_error(exc, kwargs.get("attn_implementation"))
+        if not isinstance(exc, (RuntimeError, OSError, ValueError, KeyError)) and \
+                type(exc).__name__ != "SafetensorError":
+            raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"{_where(key, path)} cannot be loaded ({type(exc).__name__}: {first})") from None
+        raise UsageError(f"{_where(key, path)} cannot be loaded ({type(exc).__name__}: "
+                         f"{first[:300]})") from None
     problems = [f"{name}: shape {list(saved)} in the files, {list(want)} in the model"
                 for name, saved, want in sorted(info.get("mismatched_keys") or ())]
     problems += [f"{name}: missing from the files" for name in sorted(info.get("missing_keys") or ())]
@@ -93,6 +98,17 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
         raise UsageError(f"{_where(key, path)} does not hold this model's weights "
                          f"({'; '.join(problems[:3])}{more})")
     return model
+
+
+def _attn_error(exc: BaseException, attn) -> None:
+    """A UsageError naming ``model.attn_implementation`` when ``exc`` is transformers
+    refusing it (unknown, or its package, e.g. flash-attn, not installed)."""
+    text = str(exc)
+    if attn and isinstance(exc, (ImportError, ValueError)) and (
+            "attn_implementation" in text or "Attention" in text):
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"model.attn_implementation: {attn!r} cannot be used here "
+                         f"({first[:200]}); sdpa and eager always work") from None
 
 
 def _where(key: str, path: Path) -> str:

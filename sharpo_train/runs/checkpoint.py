@@ -210,7 +210,7 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
     state_file = path / STATE_FILE
     if not state_file.is_file():
         legacy = " (an older sharpo's state.pt is never unpickled)" if (path / "state.pt").exists() else ""
-        return f"{state_file}: missing{legacy}"
+        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}{legacy}"
     try:
         doc = _read_state(state_file)
     except CheckpointError as exc:
@@ -229,7 +229,7 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             return f"{state_file}: lists {rel!r} outside the checkpoint"
         if not f.is_file():
-            return f"{f}: missing"
+            return f"{f}: {'not a regular file' if f.exists() else 'missing'}"
         if f.stat().st_size != size:
             return f"{f}: {f.stat().st_size} bytes, {size} written (truncated or changed)"
         if f.suffix == ".safetensors":

@@ -55,6 +55,9 @@ def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | N
     if not run_dir.is_dir():
         raise UsageError(f"--resume: no run directory {str(run_dir)!r}")
     if not saved_path.is_file():
+        if saved_path.exists() or saved_path.is_symlink():
+            raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
+                             f"folder or link); sharpo reads only regular files in a run")
         raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
     saved = load_settings(Config, saved_path)
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))

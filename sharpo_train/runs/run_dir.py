@@ -25,9 +25,11 @@ from ..settings.config import Config
 from ..settings.loader import ConfigError, load_settings
 from ..errors import UsageError
 from ..io import atomic_write_text
+from .run_files import check_entry
 from .run_lock import LOCK_NAME
 
-RUN_MARKER = ".sharpo-run"           # RUN/.sharpo-run: {"format": "sharpo-run/1"}
+RUN_MARKER = ".sharpo-run"   # RUN/.sharpo-run: {"format": "sharpo-run/1", "command": ...}
+RUN_FORMAT = "sharpo-run/1"
 PIPELINE_MARKER = "pipeline.json"    # written first by recipes/demo.py open_pipeline
 
 _SYSTEM_ROOTS = ("/", "/home", "/root", "/tmp", "/var", "/opt", "/mnt", "/media", "/srv",
@@ -56,8 +58,10 @@ def system_folder(path: str | Path) -> str | None:
 def is_sharpo_run(path: str | Path) -> bool:
     """``path`` is a folder a sharpo run wrote (its marker, or a legacy run's files)."""
     p = Path(path)
-    if (p / RUN_MARKER).is_file():
-        return True
+    if (p / RUN_MARKER).is_file() and not (p / RUN_MARKER).is_symlink():
+        return marker_format(p / RUN_MARKER) == RUN_FORMAT
+    if (p / RUN_MARKER).exists() or (p / RUN_MARKER).is_symlink():
+        return False
     if not (p / "config.yaml").is_file() or \
             not ((p / "metrics.jsonl").is_file() or (p / ".lock").is_file()):
         return False
@@ -66,6 +70,16 @@ def is_sharpo_run(path: str | Path) -> bool:
     except (ConfigError, UsageError):
         return False
     return True
+
+
+def marker_format(path: Path) -> str | None:
+    """The ``format`` a marker file holds (its first 4 KiB, JSON), else None."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(4096).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data.get("format") if isinstance(data, dict) else None
 
 
 def _non_empty(p: Path) -> bool:
@@ -85,8 +99,12 @@ def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -
         raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
+    if p.is_dir() and marker == RUN_MARKER:   # a fifo or folder where a run file belongs
+        check_entry(p / RUN_MARKER)
     if p.is_dir() and _non_empty(p) and not is_ours(p):
-        raise UsageError(f"{key}: {p} is a non-empty folder that is not {what} (no {marker}); "
+        why = (f"its {marker} is not a sharpo marker" if (p / marker).exists()
+               else f"no {marker}")
+        raise UsageError(f"{key}: {p} is a non-empty folder that is not {what} ({why}); "
                          f"choose a new or empty one")
 
 
@@ -101,7 +119,8 @@ def mark_run_dir(path: str | Path) -> None:
     p = Path(path)
     p.mkdir(parents=True, exist_ok=True)
     if not (p / RUN_MARKER).is_file():
-        atomic_write_text(p / RUN_MARKER, json.dumps({"format": "sharpo-run/1"}) + "\n")
+        atomic_write_text(p / RUN_MARKER, json.dumps({"format": RUN_FORMAT,
+                                                      "command": "sharpo train"}) + "\n")
 
 
 def check_pipeline_dir(path: str | Path, key: str = "--run-dir") -> None:

@@ -101,7 +101,10 @@ def load_yaml_text(text: str, source: str) -> Any:
     file or the override key) for text that is not YAML or is over a bound."""
     if len(text) > MAX_BYTES:
         raise ConfigError(f"{source}: refused: larger than {MAX_BYTES:,} bytes")
-    loader = _BoundedLoader(text, source)
+    try:
+        loader = _BoundedLoader(text, source)   # its reader refuses NUL and control characters
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {_one_line(exc)}") from None
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:

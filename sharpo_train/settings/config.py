@@ -28,6 +28,7 @@ from typing import Any, Optional
 import yaml
 
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
+from ..errors import ConfigError
 from ..hint import HintKeys
 from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
@@ -47,9 +48,20 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "configs" / "default
 MAX_GROUP_SIZE = 1024
 _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # models/tiny.py TORCH_DTYPES
+# transformers' attention implementations (one that is not installed, e.g. flash-attn, is
+# refused when the model is built: model.build_policy)
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
+                        "flex_attention")
 
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# the output head and the embeddings (names across architectures; lora.check_targets also
+# refuses whatever module a model reports as its input/output embeddings or shares a weight with)
+LORA_REFUSED_TARGETS = ("lm_head", "embed_tokens", "embed_out", "wte", "word_embeddings",
+                        "embed_in", "output_layer")
+LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and the tied "
+                    "embedding's) base weight directly, so an adapter there would never "
+                    "train; adapt the decoder's Linear layers (e.g. [q_proj, v_proj])")
 
 
 @dataclass
@@ -67,10 +79,13 @@ class LoraSettings:
         in_range(self, "rank", 0, 65536)
         if self.rank == 0:
             return
-        in_range(self, "alpha", 0.0, lo_open=True)
+        in_range(self, "alpha", 0.0, 4096.0, lo_open=True)   # the update's scale is alpha / r
         in_range(self, "dropout", 0.0, 1.0, hi_open=True)
         need(bool(self.targets) and all(t.strip() and "." not in t for t in self.targets), "targets",
              "a non-empty list of Linear layer names (e.g. [q_proj, v_proj])", self.targets)
+        head = [t for t in self.targets if t in LORA_REFUSED_TARGETS]
+        if head:
+            raise ConfigError(f"targets: {head} cannot carry a LoRA adapter: {LORA_HEAD_REASON}")
 
 
 @dataclass
@@ -110,8 +125,8 @@ class ModelConfig:
                  f"a multiple of num_heads ({self.num_heads})", self.hidden_size)
         need(self.path is None or self.path.strip() != "", "path", "a directory or null", self.path)
         need(self.dtype in DTYPES, "dtype", f"one of {list(DTYPES)}", self.dtype)
-        need(bool(self.attn_implementation.strip()), "attn_implementation", "a name",
-             self.attn_implementation)
+        need(self.attn_implementation in ATTN_IMPLEMENTATIONS, "attn_implementation",
+             f"one of {list(ATTN_IMPLEMENTATIONS)}", self.attn_implementation)
         need(bool(_DEVICE_RE.match(self.device)), "device", "auto, cpu, cuda or cuda:N",
              self.device)
         in_range(self, "cpu_threads", 1, 1024, nullable=True)
@@ -147,7 +162,7 @@ class RolloutConfig:
         in_range(self, "max_new_tokens", 1, 65536)
         in_range(self, "max_prompt_tokens", 1, 1 << 20)
         in_range(self, "history_length", 0, 1000)
-        in_range(self, "temperature", 0, 100, lo_open=True)   # training samples
+        in_range(self, "temperature", 1e-3, 100)   # training samples (below: logits/T overflow)
         in_range(self, "top_p", 0, 1, lo_open=True)
         in_range(self, "generation_batch_size", 1, 65536)
         in_range(self, "num_env_workers", 0, 1024, nullable=True)
@@ -206,7 +221,7 @@ class OptimConfig:
         in_range(self, "weight_decay", 0, 10)
         in_range(self, "beta1", 0, 1, hi_open=True)
         in_range(self, "beta2", 0, 1, hi_open=True)
-        in_range(self, "grad_clip", 0, lo_open=True)
+        in_range(self, "grad_clip", 0, 1e6, lo_open=True)
         in_range(self, "micro_batch_size", 1, 65536)
         in_range(self, "ppo_epochs", 1, 100)
         in_range(self, "mini_batches", 1, 4096)
@@ -282,6 +297,8 @@ class EvalConfig:
         in_range(self, "num_tasks", 0, 10 ** 6)
         in_range(self, "train_tasks", 0, 10 ** 6)
         in_range(self, "temperature", 0, 100)
+        need(self.temperature == 0 or self.temperature >= 1e-3, "temperature",
+             "0 (greedy) or a number in [0.001, 100]", self.temperature)
         in_range(self, "max_turns", 1, 1000, nullable=True)
 
 

@@ -166,6 +166,8 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         tp = args[0] if len(args) == 1 else Any
     if tp is Any:
         return _untyped(value, key)
+    if tp is str and isinstance(value, OverrideText) and value.strip().lower() == "none":
+        return str(value)       # a word, not YAML's null: log.report_to=none (null, ~: null)
     if _is_null(value):
         raise ConfigError(f"{key}: may not be null")
     origin = typing.get_origin(tp) or tp
@@ -295,6 +297,28 @@ def in_range(obj: Any, name: str, lo=None, hi=None, *, lo_open: bool = False,
     need(ok, name, what, v)
 
 
+def check_text(key: str, value: Any) -> None:
+    """ConfigError naming ``key`` when a string in ``value`` (nested dicts and lists too)
+    holds a NUL character (no file name or text setting can) or is not valid UTF-8 (an
+    undecodable byte of a path given on the command line: sharpo writes settings into its
+    UTF-8 files)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ConfigError(f"{key}: contains a NUL character ({value[:60]!r})")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{key}: not valid UTF-8 ({value[:60]!r}); sharpo writes "
+                              f"settings into UTF-8 files: choose a name in UTF-8") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_text(f"{key}.{k}", k)
+            check_text(f"{key}.{k}", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_text(f"{key}[{i}]", v)
+
+
 def validate_settings(obj: Any, prefix: str = "") -> Any:
     """Check a settings tree: every leaf has its declared type, every float is finite, every
     int lies within +-INT_LIMIT, then each nested dataclass's ``validate()`` (children
@@ -307,6 +331,7 @@ def validate_settings(obj: Any, prefix: str = "") -> Any:
             continue
         value = coerce(key, value, hints[f.name])
         setattr(obj, f.name, value)
+        check_text(key, value)
         for leaf in (value if isinstance(value, list) else [value]):
             if isinstance(leaf, float) and not math.isfinite(leaf):
                 raise ConfigError(f"{key}: expected a finite number, got {leaf!r}")
@@ -377,8 +402,8 @@ def check_schema(values: dict, schema: dict, prefix: str) -> None:
             raise ConfigError(f"{prefix}{k}: expected a finite number, got {v!r}")
         if bounds and v is not None:
             lo, hi = bounds
-            need(v >= lo and (hi is None or v <= hi) and abs(v) <= INT_LIMIT, prefix + k,
-                 f">= {lo}" + (f" and <= {hi}" if hi is not None else ""), v)
+            hi = INT_LIMIT if hi is None else hi       # no setting is larger (validate_settings)
+            need(lo <= v <= hi, prefix + k, f">= {lo} and <= {hi}", v)
 
 
 def flat_keys(data: Any, prefix: str = "") -> dict:

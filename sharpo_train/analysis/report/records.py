@@ -43,6 +43,9 @@ def credit_record_path(run_dir: str | Path, step: int) -> Path:
 
 def load_credit_record(run_dir: str | Path, step: int) -> dict:
     path = credit_record_path(run_dir, step)
+    if path.exists() and not path.is_file():
+        raise CreditRecordError(f"--step {step}: {path} is not a regular file (a fifo, device "
+                                f"or folder); move it away")
     if not path.is_file():
         have = list_credit_steps(run_dir)
         raise CreditRecordError(f"--step {step}: no credit record {path} "
@@ -146,12 +149,16 @@ def find_run_dir(path: str | Path, arg: str = "RUN_DIR") -> Path:
     (config.yaml, metrics.jsonl or checkpoints/), else the RL run of a `sharpo demo`
     directory (``path/rl``). FileNotFoundError naming ``arg`` and ``path`` otherwise (a `sharpo compare`
     directory lists its runs in the message)."""
+    from ...runs.run_files import refuse_special_files
+
     p = Path(path)
     if not p.is_dir():
         raise FileNotFoundError(f"{arg}: {p}: no such run directory")
     if _is_run_dir(p):
+        refuse_special_files(p)         # a fifo there would hang the reader
         return p
     if _is_run_dir(p / "rl"):
+        refuse_special_files(p / "rl")
         return p / "rl"
     runs = sorted(d.name for d in (p / "runs").iterdir() if _is_run_dir(d)) \
         if (p / "runs").is_dir() else []

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -41,6 +40,9 @@ def cmd_play(args) -> int:
     from sharpo_train.envs.alfworld.play import (expert_agent, format_table, play,
                                                      random_agent, records_to_json, success_table)
     from sharpo_train.envs.alfworld.games import discover_games, task_of
+    from sharpo_train.runs.outputs import check_out_file, write_out_json
+    if args.json:
+        check_out_file(args.json, "--json", args.force)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)
     tasks = [task_of(g) for g in discover_games(args.games, split, families=args.families)]
@@ -61,15 +63,18 @@ def cmd_play(args) -> int:
           f"max_steps={args.max_steps}, {elapsed:.1f} s")
     print(format_table(table))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"games": os.path.abspath(args.games), "split": split, "agent": args.agent,
-                       "expert": expert, "max_steps": args.max_steps, "seconds": elapsed,
-                       "summary": table, "episodes": records_to_json(records)}, f, indent=1)
+        write_out_json(args.json, {
+            "games": os.path.abspath(args.games), "split": split, "agent": args.agent,
+            "expert": expert, "max_steps": args.max_steps, "seconds": elapsed,
+            "summary": table, "episodes": records_to_json(records)})
     return 0
 
 
 def cmd_generate(args) -> int:
     from sharpo_train.envs.alfworld.generator import generate_games
+    from sharpo_train.runs.outputs import check_out_folder
+    check_out_folder(args.out, "--out", args.force, lambda p: (p / "json_2.1.1").is_dir(),
+                     "an ALFWorld games folder (no json_2.1.1/)")
     t0 = time.perf_counter()
     games = generate_games(args.out, args.n, args.seed, split=args.split, families=args.families,
                            size=args.size, grammar=args.grammar, workers=args.workers,
@@ -87,6 +92,8 @@ def cmd_generate(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.alfworld.demos import write_demos
+    from sharpo_train.runs.outputs import check_out_file
+    check_out_file(args.out, "--out", args.force)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)
     t0 = time.perf_counter()
@@ -116,11 +123,15 @@ def register(subparsers) -> None:
     play.add_argument("--batch-size", type=positive, default=16)
     play.add_argument("--seed", type=int, default=0)
     play.add_argument("--json", default=None, help="write the summary and episodes here")
+    play.add_argument("--force", action="store_true", help="replace an existing --json file")
     play.add_argument("-v", "--verbose", action="store_true")
     play.set_defaults(func=run_logged(cmd_play))
 
     gen = sub.add_parser("generate", help="write planner-checked games in the official layout")
-    gen.add_argument("--out", required=True)
+    gen.add_argument("--out", required=True, help="games folder: new, empty, or one holding "
+                     "json_2.1.1/ (another folder needs --force)")
+    gen.add_argument("--force", action="store_true", help="write into a non-empty --out that "
+                     "holds no json_2.1.1/")
     gen.add_argument("--n", type=positive, required=True)
     gen.add_argument("--seed", type=non_negative, default=0)
     gen.add_argument("--split", default="train")
@@ -137,6 +148,7 @@ def register(subparsers) -> None:
     demos.add_argument("--games", required=True)
     demos.add_argument("--split", default=None)
     demos.add_argument("--out", required=True)
+    demos.add_argument("--force", action="store_true", help="replace an existing --out file")
     demos.add_argument("--expert", choices=["planner", "handcoded"], default="planner")
     demos.add_argument("--n", type=non_negative, default=None, help="first N games (default all)")
     demos.add_argument("--families", nargs="+", default=None, help=families_help)

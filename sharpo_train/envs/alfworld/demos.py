@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 
 from ...hint import PLACEMENT_AFTER_TASK
 from ..base import Task
-from ..demo_files import check_out_path, write_records
+from ..demo_files import check_out_path, open_out, write_records
 from ..spec import ProbeHooks
 from .games import FAMILIES, GAME_FILE, default_games_dir, discover_games, task_of
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_turn_prompt, task_sentence
@@ -213,7 +213,7 @@ def write_demos(games_dir, split: str, out_path: str, *, families: Optional[Iter
             results = p.map(_episode_job, jobs, chunksize=1)
     else:
         results = [_episode_job(j) for j in jobs]
-    with open(out_path, "w", encoding="utf-8") as f:
+    with open_out(out_path) as f:
         for task, records, err in results:
             stats.games += 1
             if err:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..base import Task
-from ..demo_files import check_out_path, write_records
+from ..demo_files import check_out_path, open_out, write_records
 from .engine import TASK_TEXT, task_spec
 from .agents import check_agent, lamp_doors, play_episode
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_hint, render_turn_prompt, \
@@ -80,7 +80,7 @@ def write_demos(out_path: str, tasks: Sequence[Task], *, agent: str = "expert",
         raise ValueError(f"passes: expected an int >= 1, got {passes!r}")
     check_out_path(out_path)
     rng, stats = random.Random(seed), DemoStats()
-    with open(out_path, "w", encoding="utf-8") as f:
+    with open_out(out_path) as f:
         for p in range(passes):
             for task in tasks:
                 for who in agents:

@@ -22,6 +22,7 @@ door]}), so saved rollouts can be labelled without the settings (``decisive_labe
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass
 from typing import Optional
@@ -91,7 +92,23 @@ def task_spec(task: Task) -> dict:
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"task {task.id!r}: not a corridor task (source {task.source!r})") \
             from exc
+    ok = (isinstance(spec["turns"], int) and not isinstance(spec["turns"], bool)
+          and isinstance(spec["actions"], list) and isinstance(spec["decisive"], dict)
+          and all(isinstance(v, list) and len(v) == 2 for v in spec["decisive"].values()))
+    if not ok:
+        raise ValueError(f"task {task.id!r}: not a corridor task (expected turns: int, "
+                         f"actions: list, decisive: {{turn: [colour, door]}}; source "
+                         f"{task.source[:200]!r})")
     return spec
+
+
+def layout_count(s: "CorridorSettings") -> int:
+    """How many distinct task layouts the settings can draw (``make_tasks``' draw): the
+    lamp turns (num_turns choose num_decisive) times the lamp colours (distinct while there
+    are enough colours, else with repeats)."""
+    colours, k = s.num_actions * s.clues_per_action, s.num_decisive
+    arrangements = math.perm(colours, k) if k <= colours else colours ** k
+    return math.comb(s.num_turns, k) * arrangements
 
 
 def make_tasks(s: CorridorSettings) -> tuple[list[Task], list[Task]]:
@@ -113,6 +130,12 @@ def make_tasks(s: CorridorSettings) -> tuple[list[Task], list[Task]]:
     rng = random.Random(s.seed)
     train = [Task(f"train-{i}", FAMILY, draw(rng)) for i in range(s.num_train)]
     seen = {t.source for t in train}
+    total = layout_count(s)
+    if s.num_eval > 0 and total <= len(seen):
+        raise ConfigError(f"env.num_eval: these settings have only {total} distinct task "
+                          f"layouts and the {s.num_train} training tasks use all of them, so "
+                          f"no held-out task exists; set env.num_eval=0, or raise "
+                          f"env.num_turns, env.num_decisive or env.clues_per_action")
     rng, evals, tries = random.Random(s.seed + 1), [], 0
     while len(evals) < s.num_eval:
         src = draw(rng)

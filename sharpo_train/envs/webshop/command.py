@@ -7,13 +7,15 @@ Data: --data DIR, else $WEBSHOP_DATA, else ../shared/data/webshop.
 """
 from __future__ import annotations
 
-import json
 import time
 
 from ..command_args import non_negative, positive, run_logged
 
 
 def cmd_play(args) -> int:
+    from sharpo_train.runs.outputs import check_out_file, write_out_json
+    if args.json:
+        check_out_file(args.json, "--json", args.force)
     from sharpo_train.envs.webshop.agents import play, records_to_json, summary
     from sharpo_train.envs.webshop.engine import WebShopEnv, get_world
     world = get_world(args.data)
@@ -31,15 +33,17 @@ def cmd_play(args) -> int:
     print(f"{'All':<12} {100 * table['success']:>7.1f}% {table['mean_reward']:>7.3f} {table['episodes']:>9}")
     print(f"success rate {table['success']:.3f}, mean reward {table['mean_reward']:.3f}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"data": str(world.catalogue.data_dir), "split": args.split,
-                       "agent": args.agent, "max_steps": args.max_steps, "seconds": elapsed,
-                       "summary": table, "episodes": records_to_json(records)}, f, indent=1)
+        write_out_json(args.json, {
+            "data": str(world.catalogue.data_dir), "split": args.split, "agent": args.agent,
+            "max_steps": args.max_steps, "seconds": elapsed, "summary": table,
+            "episodes": records_to_json(records)})
     return 0
 
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.webshop.demos import write_demos
+    from sharpo_train.runs.outputs import check_out_file
+    check_out_file(args.out, "--out", args.force)
     t0 = time.perf_counter()
     stats = write_demos(args.out, split=args.split, limit=args.n or None, data_dir=args.data,
                         max_steps=args.max_steps, history_length=args.history_length)
@@ -61,11 +65,13 @@ def register(subparsers) -> None:
     play.add_argument("--max-steps", type=positive, default=15)
     play.add_argument("--seed", type=int, default=0)
     play.add_argument("--json", default=None, help="write the summary and episodes here")
+    play.add_argument("--force", action="store_true", help="replace an existing --json file")
     play.add_argument("-v", "--verbose", action="store_true")
     play.set_defaults(func=run_logged(cmd_play))
 
     demos = sub.add_parser("demos", help="write expert demonstrations (JSONL, per turn)")
     demos.add_argument("--out", required=True)
+    demos.add_argument("--force", action="store_true", help="replace an existing --out file")
     demos.add_argument("--n", type=non_negative, default=0, help="first N goals (0 = all)")
     demos.add_argument("--split", choices=splits, default="train")
     demos.add_argument("--data", default=None)

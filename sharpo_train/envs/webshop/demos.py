@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..base import Task
-from ..demo_files import check_out_path, write_records
+from ..demo_files import check_out_path, open_out, write_records
 from .agents import ExpertAgent
 from .engine import DEFAULT_MAX_STEPS, WebShopEnv, get_world
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_turn_prompt
@@ -60,7 +60,7 @@ def write_demos(out_path: str, *, split: str = "train", limit: Optional[int] = N
     world = get_world(data_dir)
     env = WebShopEnv(world, max_steps=max_steps)
     stats = DemoStats()
-    with open(out_path, "w", encoding="utf-8") as f:
+    with open_out(out_path) as f:
         for task in world.tasks(split, limit):
             records = demo_episode(env, task, history_length=history_length)
             stats.episodes += 1

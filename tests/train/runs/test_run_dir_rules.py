@@ -92,7 +92,8 @@ def test_new_and_empty_folders_work_and_get_the_marker_first(tmp_path, capsys):
     for run in (tmp_path / "new" / "run", empty):
         assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST]) == 0, \
             capsys.readouterr().err
-        assert json.loads((run / RUN_MARKER).read_text()) == {"format": "sharpo-run/1"}
+        assert json.loads((run / RUN_MARKER).read_text()) == {"format": "sharpo-run/1",
+                                                               "command": "sharpo train"}
         assert is_sharpo_run(run) and (run / "checkpoints" / "latest").is_file()
     # a marked run: a fresh start is refused (it holds a run), --resume continues it
     capsys.readouterr()
