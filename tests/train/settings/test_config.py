@@ -419,6 +419,7 @@ def test_config_module_does_not_re_export_the_loader():
     resume rules from runs/resume.py), never through settings/config.py, which holds the
     trainer's schema only and has no re-export list."""
     import ast
+    from pathlib import Path
 
     import sharpo_train.settings.config as config
     import sharpo_train.settings.loader as loader
