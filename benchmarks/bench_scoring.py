@@ -18,7 +18,7 @@ import time
 import pytest
 import torch
 
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.step.scoring import ScoreStats, tree_logprobs
 
 G, PROMPT, HINT, RESPONSE, HINTS = 8, 500, 1000, 2000, 2

@@ -18,7 +18,7 @@ def main() -> None:
 
     from sharpo_train.generation.hf import HFEngine
     from sharpo_train.generation.vllm_engine import VLLMEngine
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     from sharpo_train.step.rollout import chat_prompt_ids
     from sharpo_train.step.scoring import tree_logprobs
 

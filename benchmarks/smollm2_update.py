@@ -13,7 +13,7 @@ import time
 def main() -> None:
     import torch
 
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     from sharpo_train.step.update import policy_logprobs
 
     torch.set_num_threads(2)

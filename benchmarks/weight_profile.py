@@ -18,7 +18,9 @@ import argparse
 import dataclasses
 import sys
 
-from sharpo_train.settings.config import Config, load_settings
+from sharpo_train.settings.config import Config
+
+from sharpo_train.settings.loader import load_settings
 from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, load_batch, saved_batches,
                                                   weight_profile)
 from sharpo_train.envs.registry import get_spec

@@ -1,6 +1,6 @@
 // pybind11 module `_sharpo_native`: raw-pointer entry points of the C++ / CUDA kernels.
 // Tensors cross as data_ptr() integers plus dtype codes, sizes and row strides, so no torch
-// headers are needed at build time (TOOLCHAIN.md). The GIL is released while kernels run.
+// headers are needed at build time (docs/toolchain.md). The GIL is released while kernels run.
 // Callers (sharpo_kernels/segment_advantage/native.py) own validation of shapes, dtypes
 // and devices.
 #include <pybind11/numpy.h>

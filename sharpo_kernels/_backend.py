@@ -69,7 +69,7 @@ def triton_interpreting() -> bool:
 
 
 def triton_available() -> bool:
-    """True when `import triton` works (it needs numpy at run time, see TOOLCHAIN.md)."""
+    """True when `import triton` works (it needs numpy at run time, see docs/toolchain.md)."""
     global _triton_ok, _triton_error
     if _triton_ok is None:
         try:

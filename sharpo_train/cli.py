@@ -1,4 +1,5 @@
-"""`sharpo` command line. Each subcommand lives in sharpo_train/commands/<name>.py and
+"""`sharpo` command line. Each subcommand lives in sharpo_train/commands/<name>.py (an
+environment's own command: its EnvSpec.command, e.g. envs/alfworld/command.py) and
 exposes ``register(subparsers)``, which adds its parser and sets ``func`` (args -> int).
 
 User errors are handled here, once for every command: a :class:`~sharpo_train.errors.UsageError`
@@ -17,10 +18,13 @@ import importlib
 import sys
 
 from . import __version__
+from .envs.registry import env_names, get_spec
 from .errors import UsageError
 
-# module names under sharpo_train.commands, in the order `sharpo --help` lists them
-COMMANDS = ["demo", "train", "eval", "sft", "alfworld", "webshop", "compare", "explain", "probe"]
+# module names under sharpo_train.commands, in the order `sharpo --help` lists them; the
+# environments' own commands (EnvSpec.command, e.g. `sharpo alfworld ...`) follow ENV_AFTER
+COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher"]
+ENV_AFTER = "sft"
 
 # exceptions that mean the user asked for something impossible: one line, exit 2
 USER_ERRORS = (UsageError, FileNotFoundError, FileExistsError, NotADirectoryError,
@@ -41,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f"sharpo_train.commands.{name}")
         module.register(sub)
+        if name == ENV_AFTER:
+            for env in env_names():
+                if get_spec(env).command is not None:
+                    get_spec(env).load("command")(sub)
     return parser
 
 

@@ -1,7 +1,7 @@
 """The teacher's hint (docs/method.md §3), in one place: what it says, how much of the peer
 it shows, where it goes in the prompt and how it is cut. Every caller builds its hint here:
-the trainer (teacher.py), SFT's hint-aware warm start (sft.py), the teacher probes
-(probe.py, envs/corridor/probe.py), the environments' ``render_hint`` and the engine
+the trainer (step/teacher.py), SFT's hint-aware warm start (loops/sft.py), the teacher probes
+(analysis/teacher_probe.py, envs/corridor/door_probe.py), the environments' ``render_hint`` and the engine
 integrations (verl, verl-agent, TRL). Plain strings and token ids; of the project it
 imports only errors.py, so any layer may use it.
 

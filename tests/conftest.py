@@ -1,5 +1,5 @@
 """Shared test setup. Triton kernels run on CPU tensors through the interpreter, which must
-be switched on before triton is first imported (TOOLCHAIN.md)."""
+be switched on before triton is first imported (docs/toolchain.md)."""
 import os
 import shutil
 

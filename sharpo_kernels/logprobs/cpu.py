@@ -42,6 +42,7 @@ from typing import Optional
 
 import torch
 
+from .grads import linear_grads
 from .online_lse import online_lse_rescale
 
 __all__ = ["ChunkOptions", "token_logprobs_cpu", "linear_logprobs_cpu",
@@ -240,6 +241,17 @@ def token_logprobs_cpu_backward(logits, labels, valid, m_all, logs_all, ent_all,
     return grad
 
 
+def _finish_forward(ctx, saved: tuple, logp, entropy, temperature: float, need_entropy: bool,
+                    options: ChunkOptions):
+    """The end of both autograd forwards: keep what backward reads; the entropy [N] is not
+    differentiable when it was not asked for. -> (logp [N], entropy [N])."""
+    ctx.save_for_backward(*saved)
+    ctx.temperature, ctx.need_entropy, ctx.options = temperature, need_entropy, options
+    if not need_entropy:
+        ctx.mark_non_differentiable(entropy)
+    return logp, entropy
+
+
 class TokenLogprobsCPU(torch.autograd.Function):
     """autograd.Function over logits [N, V]; outputs (logp [N], entropy [N])."""
 
@@ -247,11 +259,8 @@ class TokenLogprobsCPU(torch.autograd.Function):
     def forward(ctx, logits, labels, temperature, ignore_index, need_entropy, options):
         logp, entropy, valid, m, logs, ent = token_logprobs_cpu_forward(
             logits, labels, temperature, ignore_index, need_entropy, options)
-        ctx.save_for_backward(logits, labels, valid, m, logs, ent)
-        ctx.temperature, ctx.need_entropy, ctx.options = temperature, need_entropy, options
-        if not need_entropy:
-            ctx.mark_non_differentiable(entropy)
-        return logp, entropy
+        return _finish_forward(ctx, (logits, labels, valid, m, logs, ent), logp, entropy,
+                               temperature, need_entropy, options)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -414,7 +423,7 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
     dtype over the non-ignored rows ([N_valid, H]). stash: the buffer forward filled
     (`_stash_views`); it becomes grad_weight, and its kept logits tiles are not recomputed.
     """
-    n, h = hidden.shape
+    h = hidden.shape[1]
     v = weight.shape[0]
     dt = m_all.dtype
     nv = rows.numel()
@@ -463,12 +472,7 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
                 del z, gq
             if gwv is not None:
                 gw[v0:v1].copy_(gwv)
-    grad_hidden = None
-    if need_hidden:
-        grad_hidden = torch.zeros_like(hidden, memory_format=torch.contiguous_format)
-        grad_hidden.index_copy_(0, rows, gh.to(hidden.dtype))
-    grad_bias = gb.to(bias.dtype) if need_bias else None
-    return grad_hidden, gw, grad_bias
+    return linear_grads(hidden, weight, bias, rows, gh, gw, gb)
 
 
 class LinearLogprobsCPU(torch.autograd.Function):
@@ -484,12 +488,9 @@ class LinearLogprobsCPU(torch.autograd.Function):
         logp, entropy, rows, m, logs, ent = linear_logprobs_cpu_forward(
             hidden, weight, bias, labels, temperature, ignore_index, need_entropy, options,
             stash)
-        ctx.save_for_backward(hidden, weight, bias, labels, rows, m, logs, ent)
-        ctx.temperature, ctx.need_entropy, ctx.options = temperature, need_entropy, options
         ctx.stash = stash
-        if not need_entropy:
-            ctx.mark_non_differentiable(entropy)
-        return logp, entropy
+        return _finish_forward(ctx, (hidden, weight, bias, labels, rows, m, logs, ent), logp,
+                               entropy, temperature, need_entropy, options)
 
     @staticmethod
     @torch.autograd.function.once_differentiable

@@ -19,7 +19,7 @@ with atomic adds (and grad_bias += column sums of dz).
 Precision: fp32 inputs use an IEEE fp32 `tl.dot` (no TF32); bf16/fp16 inputs multiply in
 their own dtype with fp32 accumulation on a GPU (dz is rounded to the input dtype for the
 two backward products); in the interpreter everything is converted to fp32 on load
-(bf16 `tl.dot` is broken there, TOOLCHAIN.md).
+(bf16 `tl.dot` is broken there, docs/toolchain.md).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
+from .grads import linear_grads
 from .online_lse import online_lse_rescale
 from .online_lse_triton import online_lse_rescale_triton
 
@@ -237,7 +238,7 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
                                     temperature: float, need_h: bool, need_w: bool,
                                     need_b: bool, config: LinearTritonConfig):
     """(grad_hidden [N, H], grad_weight [V, H], grad_bias [V]), None where not needed."""
-    n, h = hidden.shape
+    h = hidden.shape[1]
     v = weight.shape[0]
     nv = rows.numel()
     dev = hidden.device
@@ -261,13 +262,7 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy, NEED_H=need_h,
             NEED_W=need_w, NEED_B=need_b, DOT_FP32=_dot_fp32(hidden.dtype),
             BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh, num_warps=warps)
-    grad_hidden = None
-    if need_h:
-        grad_hidden = torch.zeros(n, h, dtype=hidden.dtype, device=dev)
-        grad_hidden.index_copy_(0, rows, gh.to(hidden.dtype))
-    grad_weight = gw.to(weight.dtype) if need_w else None
-    grad_bias = gb.to(bias.dtype) if need_b else None
-    return grad_hidden, grad_weight, grad_bias
+    return linear_grads(hidden, weight, bias, rows, gh, gw, gb)
 
 
 class LinearLogprobsTriton(torch.autograd.Function):

@@ -12,7 +12,7 @@ Lanes at -inf are clamped to d = -1e30 after the temperature is applied (exp is 
 every product with it finite), and padded lanes past V load as -inf, so neither 0 * inf
 nor a stray lane reaches a sum. Every row is written, ignored rows included (0, and a zero
 gradient), and inputs are only read. Arithmetic is fp32 whatever the logits' dtype: each
-load is converted right away (bf16 arithmetic is broken in the interpreter, TOOLCHAIN.md).
+load is converted right away (bf16 arithmetic is broken in the interpreter, docs/toolchain.md).
 """
 from __future__ import annotations
 

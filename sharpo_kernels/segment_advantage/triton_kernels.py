@@ -9,7 +9,7 @@ Two kernels around the [B, Kmax] coefficient step (docs/method.md §4, done in t
                          other positions, 0 where response_mask is 0.
 
 Log-probs are converted to fp32 right after loading (bf16 arithmetic is unsupported in the
-interpreter, TOOLCHAIN.md). Inputs are validated by the caller.
+interpreter, docs/toolchain.md). Inputs are validated by the caller.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 An environment that can label actions offers a labeller (``EnvSpec.plan_labels``;
 ALFWorld's planner: envs/alfworld/plan_labels.py): every action of a rollout is **on-plan**
 (it deserves credit) or **off-plan** (invalid actions, detours, undoing progress).
-``segment_coefficients`` turns a method's [B, L] advantages into one
+``action_credit`` turns a method's [B, L] advantages into one
 coefficient per action (advantage / A_i); ``credit_auc`` scores how well the coefficients
 separate the actions that deserve credit from those that do not:
 
@@ -17,7 +17,7 @@ separate the actions that deserve credit from those that do not:
   AUC is 0.5 by construction. The interval is a percentile bootstrap over groups.
 
 Offline scoring (``score_run``): with ``log.save_batches`` the trainer writes the scored
-``StepBatch`` of a step (batch.py) to RUN/batches/step_<S>.safetensors (tensors) and
+``StepBatch`` of a step (step/batch.py) to RUN/batches/step_<S>.safetensors (tensors) and
 .json (episodes, hints, labels; no pickle anywhere); every registered estimator is then
 recomputed on exactly those rollouts and scored the same way.
 
@@ -74,13 +74,13 @@ class Segments:
                           for f in dataclasses.fields(Segments)))
 
 
-def segment_coefficients(batch, advantages: torch.Tensor, labels, *, offset: int = 0
+def action_credit(batch, advantages: torch.Tensor, labels, *, offset: int = 0
                          ) -> Segments:
     """The labelled action segments of a ``StepBatch`` under ``advantages`` [B, L].
 
     Per row b (episode e, turn t) with A_e = ``batch.episode_adv[e]`` != 0 and a label:
     coefficient = mean of advantages[b] over the tokens of the turn's action span
-    (segments.py), or over all its response tokens when it has none (an unparsable reply,
+    (step/segments.py), or over all its response tokens when it has none (an unparsable reply,
     executed as an invalid action), divided by A_e (the per-token credit); coeff_sum = the
     same sum without dividing by the span's length (the segment's total credit, what
     SHARPO's length factor balances: docs/method.md §4). ``labels`` [N][turns];
@@ -189,7 +189,7 @@ def credit_auc(coeffs, labels, success, rollout, group=None, *, n_boot: int = 10
 def step_credit_quality(batch, advantages: torch.Tensor, labels, *, n_boot: int = 200,
                         seed: int = 0) -> dict:
     """The ``credit_quality/*`` metrics of one step (docs/run_directory.md)."""
-    seg = segment_coefficients(batch, advantages, labels)
+    seg = action_credit(batch, advantages, labels)
     res = credit_auc(seg.coeff, seg.on_plan, seg.success, seg.rollout, seg.group,
                      n_boot=n_boot, seed=seed)
     res_sum = credit_auc(seg.coeff_sum, seg.on_plan, seg.success, seg.rollout, n_boot=0)
@@ -215,7 +215,7 @@ def weight_profile(parts, *, alpha: float) -> dict:
 
     ``out``: a CreditOutput of ``sharpo`` on ``batch`` (its ``segments``: gap/weight [B, K],
     K the segments of a row, segment k = the row's turn's ``spans[k]``); ``labels`` [N][turns]
-    as for ``segment_coefficients``; ``alpha`` the clip bound the weights were made with.
+    as for ``action_credit``; ``alpha`` the clip bound the weights were made with.
     Only scored segments count (a teacher, A_i != 0, a real segment). Classes: "decisive
     action" (an action span whose turn has a label: the corridor's lamp turns, ALFWorld's
     planner-labelled turns), "other action" (an action span of an unlabelled turn: any
@@ -363,7 +363,7 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
             except (ValueError, KeyError, TypeError) as exc:   # needs a field this run lacks
                 skipped[m] = f"{type(exc).__name__}: {exc}"
                 continue
-            parts[m].append(segment_coefficients(batch, out.advantages, labels, offset=offset))
+            parts[m].append(action_credit(batch, out.advantages, labels, offset=offset))
     if own is not None and labeller is None:
         own.close()
     results = {}

@@ -19,12 +19,17 @@ others (each response is ``<think>..</think><action>a</action>`` with the demons
 reasoning text for that action). If the hint informs the teacher, gap(a*) > gap(random):
 the report gives both means and the AUC P(gap(a*) > gap(random)) (0.5 = no information;
 ties count half) with a bootstrap interval over games.
+
+An environment may measure in its own way instead (``ProbeHooks.measure``; the corridor:
+supported vs contradicted doors, envs/corridor/door_probe.py): it is handed a
+:class:`ProbeScorer`, the same prompts and log-probs as here, so that the environment package
+imports no training module. ``run_probe`` is the one entry point (`sharpo probe-teacher`).
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -84,6 +89,41 @@ def action_gap(tokenizer, logp_teacher: torch.Tensor, logp_student: torch.Tensor
         return None
     s = spans[-1]
     return float((logp_teacher[s.start:s.end] - logp_student[s.start:s.end]).mean())
+
+
+@dataclass
+class ProbeScorer:
+    """What an environment's own probe scores with: the student prompt and the teacher prompt
+    as the trainer builds them (rollout.chat_prompt_ids, teacher.teacher_prompt) and their
+    log-probs of replies (scoring.tree_logprobs, no gradient), returned on the CPU."""
+    model: Any
+    tokenizer: Any
+    max_prompt_tokens: int = 4096
+    auc = staticmethod(auc)
+    mean = staticmethod(mean_or_none)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prompts(self, prompt: str, hint: str, placement: str
+                ) -> tuple[list[int], Optional[list[int]]]:
+        """(student prompt ids, teacher prompt ids or None when the hint does not fit)."""
+        teacher, _ = teacher_prompt(self.tokenizer, prompt, hint, self.max_prompt_tokens,
+                                    placement)
+        return chat_prompt_ids(self.tokenizer, prompt), teacher
+
+    def logprobs(self, seqs: list[list[int]], counts: list[int],
+                 temperature: float = 1.0) -> list[torch.Tensor]:
+        with torch.no_grad():
+            out = tree_logprobs(self.model, seqs, counts, temperature=temperature)
+        return [x.cpu() for x in out]
+
+    def action_span(self, response_ids: list[int]) -> Optional[tuple[int, int]]:
+        spans = [s for s in find_spans(self.tokenizer, response_ids) if s.kind == "action"]
+        return (spans[-1].start, spans[-1].end) if spans else None
+
+    def action_gap(self, logp_teacher, logp_student, response_ids) -> Optional[float]:
+        return action_gap(self.tokenizer, logp_teacher, logp_student, response_ids)
 
 
 def probe_episode(model, tokenizer, records: list[dict], rng: random.Random, *,
@@ -156,3 +196,28 @@ def probe_teacher(model, tokenizer, tasks, *, history_length: int = 2, seed: int
         if progress:
             progress(task)
     return result
+
+
+def run_probe(spec, model, tokenizer, tasks, options, model_dir: str, progress=None
+              ) -> tuple[dict, str]:
+    """`sharpo probe-teacher`: (summary, printed text) of environment ``spec``'s probe on
+    ``tasks`` (its ``ProbeHooks``: its own ``measure``, else the expert-turn probe above)."""
+    hooks = spec.load("probe")
+    if hooks.measure is not None:
+        s = hooks.measure(ProbeScorer(model, tokenizer), tasks, options)
+        return s, hooks.text(s, model_dir)
+    res = probe_teacher(model, tokenizer, tasks, history_length=options.history_length,
+                        seed=options.seed, placement=options.hint_placement,
+                        progress=progress, env=spec.name)
+    s = res.summary(seed=options.seed)
+    return s, expert_probe_text(s, model_dir)
+
+
+def expert_probe_text(s: dict, model_dir: str) -> str:
+    ci = s.get("auc_ci95")
+    fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"     # noqa: E731
+    return (f"teacher probe of {model_dir}: {s['turns']} expert turns, {s['games']} games "
+            f"({', '.join(f'{k} {v}' for k, v in s['families'].items())})\n"
+            f"  gap expert action {fmt(s['gap_expert_mean'])}, random admissible action "
+            f"{fmt(s['gap_random_mean'])}, AUC {s['auc'] if s['auc'] is None else round(s['auc'], 3)}"
+            + (f" (95% bootstrap over games {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))

@@ -42,7 +42,7 @@ def resolve_run_dir(args, *, positional: Optional[str] = None, overrides: Option
     aliases), a ``positional`` RUN_DIR and a ``run_dir=DIR`` item of ``overrides`` (removed
     from the list when ``take_override``); None when none. UsageError when two of them
     differ."""
-    from ..settings.config import override_key, split_override
+    from ..settings.loader import override_key, split_override
     from ..errors import UsageError
 
     given = []

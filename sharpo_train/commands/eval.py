@@ -84,7 +84,7 @@ def plan(args) -> tuple:
         raise FileNotFoundError(f"--model: {args.model} is not a directory")
     if args.model:          # safetensors weights only (a pickle-only directory is refused)
         from ..models.lora import is_adapter_dir
-        from ..models.model import check_weights_dir
+        from ..models.weights import check_weights_dir
         if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
             check_weights_dir(args.model, "--model")
     if args.out is not None:        # a folder, a link, a system path, or exists without --force

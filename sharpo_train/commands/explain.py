@@ -33,7 +33,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from sharpo_train.analysis.report.credit_quality import credit_quality_line, write_credit_quality_report
+    from sharpo_train.analysis.report.explain_quality import credit_quality_line, write_credit_quality_report
     from sharpo_train.errors import UsageError
     from sharpo_train.analysis.report.explain import explain_run
     from sharpo_train.analysis.report.records import find_run_dir

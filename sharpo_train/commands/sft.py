@@ -30,11 +30,12 @@ def run(args) -> int:
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
     check_out_dir(args.out, "--out", args.force)
     load_demos(args.demos)                      # a missing or malformed file, before loading
-    from sharpo_train.models.model import NAMED_MODELS
+    from sharpo_train.models.named import NAMED_MODELS
     if cfg.model.path is not None and not Path(cfg.model.path).is_dir() and \
-            cfg.model.path not in NAMED_MODELS:         # a named model (model.py)
+            cfg.model.path not in NAMED_MODELS:         # a named model (models/named.py)
         raise UsageError(f"model.path: no such directory {cfg.model.path!r}")
-    from sharpo_train.models.model import check_tiny_model_fits, check_weights_dir
+    from sharpo_train.models.tiny import check_tiny_model_fits
+    from sharpo_train.models.weights import check_weights_dir
     if cfg.model.path is None:           # the tiny model: it must fit in the memory free now
         check_tiny_model_fits(cfg.model)
     elif cfg.model.path not in NAMED_MODELS:       # safetensors weights only, never pickle

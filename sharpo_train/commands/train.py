@@ -39,7 +39,8 @@ def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
     the key, option or path on a user error. Creates nothing. ``check=False``
     (--print-config): the settings only, not the run directory, paths or device."""
-    from ..settings.config import load_config, resume_config
+    from ..runs.resume import resume_config
+    from ..settings.config import load_config
     from ..settings.loader import OverrideText, coerce, parse_overrides
     from ..errors import UsageError
     from ..runs.run_dir import check_run_dir
@@ -76,12 +77,14 @@ def check_paths_and_device(cfg) -> None:
     unless they are to be generated)."""
     from ..envs.registry import get_spec
     from ..errors import UsageError
-    from ..models.model import NAMED_MODELS, check_tiny_model_fits, check_weights_dir
+    from ..models.named import NAMED_MODELS
+    from ..models.tiny import check_tiny_model_fits
+    from ..models.weights import check_weights_dir
 
     for key, value in (("model.path", cfg.model.path), ("init_from", cfg.init_from),
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
         if value is not None and not Path(value).is_dir() and \
-                not (key == "model.path" and value in NAMED_MODELS):   # model.py
+                not (key == "model.path" and value in NAMED_MODELS):   # models/named.py
             raise UsageError(f"{key}: no such directory {value!r}")
     # weights through safetensors only: a pickle-only directory is refused here, not loaded
     weights = cfg.init_from if cfg.init_from is not None else cfg.model.path

@@ -7,9 +7,10 @@ failure with ``info["error"]`` set and never takes the rest of the batch down.
 """
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,38 @@ class Task:
     id: str
     family: str
     source: str = ""
+
+
+def episodes_by_family(tasks) -> dict[str, int]:
+    """Family -> number of ``tasks`` of it (eval.json "per_family_episodes")."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.family] = counts.get(t.family, 0) + 1
+    return counts
+
+
+def balanced_tasks(tasks: Sequence, n: int, key: str = "eval") -> list:
+    """``n`` of ``tasks`` (0 or n >= len: all of them, in their order) spread over families:
+    each family's tasks are shuffled with a generator seeded by ``key``, then the families
+    (sorted by name) take turns. Deterministic for the same (tasks, n, key)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"num_tasks: expected an int >= 0, got {n!r}")
+    tasks = list(tasks)
+    if n == 0 or n >= len(tasks):
+        return tasks
+    by_family: dict[str, list] = {}
+    for t in tasks:
+        by_family.setdefault(t.family, []).append(t)
+    rng = random.Random(key)
+    for group in by_family.values():        # first-seen order: the draws are reproducible
+        rng.shuffle(group)
+    picked, k = [], 0
+    while len(picked) < n:
+        for fam in sorted(by_family):
+            if k < len(by_family[fam]) and len(picked) < n:
+                picked.append(by_family[fam][k])
+        k += 1
+    return picked
 
 
 @dataclass

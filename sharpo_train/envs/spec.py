@@ -62,12 +62,31 @@ class RecipeSpec:
 
 @dataclass(frozen=True)
 class ProbeHooks:
-    """What the teacher probe (probe.py) needs: an expert's episode and a reply."""
+    """What `sharpo probe-teacher` needs from an environment (commands/probe_teacher.py,
+    analysis/teacher_probe.py). ``options`` is the command's parsed arguments; env_config the
+    ``--run-dir``'s env settings when it is a run of this environment, else {"name": name}.
 
-    expert_records: Callable  # (task, *, max_steps, history_length) -> demonstration records
-                              # (dicts with messages, action, admissible, observation_after);
-                              # [] when the expert does not win
-    reply: Callable           # (action, turn index) -> a reply text in the env's reply format
+    Either the expert-turn probe (``expert_records`` and ``reply``: the expert's action vs a
+    random admissible one at every turn, analysis/teacher_probe.py) or an environment's own
+    measurement (``measure`` and ``text``) that scores through the ``ProbeScorer`` it is given,
+    so that the environment package imports no training module."""
+
+    tasks: Callable           # (options, env_config) -> (Task list, {summary key: value});
+                              # ValueError / FileNotFoundError naming the option
+    expert_records: Optional[Callable] = None  # (task, *, max_steps, history_length) ->
+                              # demonstration records (dicts with messages, action, admissible,
+                              # observation_after); [] when the expert does not win
+    reply: Optional[Callable] = None   # (action, turn index) -> a reply in the env's format
+    measure: Optional[Callable] = None  # (scorer, tasks, options) -> summary dict
+    text: Optional[Callable] = None     # (summary, model_dir) -> the lines printed
+    history_length: int = 0             # default --history-length
+    placement: str = "after_observation"  # default --hint-placement (hint.HINT_PLACEMENTS)
+    run_defaults: bool = False          # with --run-dir: history, placement and scope from
+                                        # the run's rollout.* / teacher.*
+
+    def __post_init__(self):
+        if not ((self.expert_records and self.reply) or (self.measure and self.text)):
+            raise ValueError("ProbeHooks: give expert_records and reply, or measure and text")
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,7 @@ class EnvSpec:
     games_overrides: Optional[Callable] = None  # `sharpo eval --games DIR`: DIR -> env.*
                                             # overrides (None: the env takes no --games)
     plan_labels: Optional[str] = None       # "module:attr" -> labeller class for credit
-                                            # quality (log.credit_quality, credit_quality.py):
+                                            # quality (log.credit_quality, analysis/credit_quality.py):
                                             # .label_episodes(episodes) -> [N][turns] of
                                             # True/False/None, .stats dict, .close()
     exact_labels: Optional[str] = None      # "module:attr" -> fn(episodes) -> [N][turns] of
@@ -111,6 +130,8 @@ class EnvSpec:
                                             # (config.env_defaults)
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
+    command: Optional[str] = None           # "module:attr" -> register(subparsers): the
+                                            # environment's own `sharpo <name> ...` command
 
     def __post_init__(self):
         if "name" not in self.settings:
@@ -124,7 +145,7 @@ class EnvSpec:
         return self.label or self.name
 
     def load(self, hook: str) -> Any:
-        """The object a lazy hook (``plan_labels``, ``recipe``, ``probe``) names, imported
+        """The object a lazy hook (``plan_labels``, ``recipe``, ``probe``, ``command``) names, imported
         now; a ValueError naming the environment when it does not offer it."""
         target = getattr(self, hook)
         if target is None:

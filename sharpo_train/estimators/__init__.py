@@ -14,7 +14,7 @@ registered wrapper (docs/estimators.md): ``gigpo.py`` (GiGPO), ``self_distill.py
 SERL, OPSD, SDAR), ``empg.py`` (EMPG). Group statistics and the segment step statistics are
 the integrations' too: sharpo_train/step/credit.py.
 
-An estimator reads (and never writes) these fields of the batch (batch.py; B rows,
+An estimator reads (and never writes) these fields of the batch (step/batch.py; B rows,
 L = longest response, N trajectories):
 - ``rewards`` [N] fp32, ``group_of`` [N] int64: terminal reward and group of each
   trajectory; group statistics are over trajectories, not rows (docs/method.md §1).
@@ -32,7 +32,7 @@ L = longest response, N trajectories):
 - ``episode_adv`` [N] with ``meta["episode_adv_params"]``: GRPO's A_i as the trainer
   computed it (``fill_episode_advantages``); ``episode_advantages`` reads it back.
 It returns a ``CreditOutput``. ``aux_loss`` (optional): a term the update adds to the
-policy loss, for methods that are a loss and not only an advantage (SDAR; update.py).
+policy loss, for methods that are a loss and not only an advantage (SDAR; step/update.py).
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def row_turns(batch: StepBatch, method: str) -> list:
 
 def segment_kind_mask(batch: StepBatch, kind: str, method: str) -> torch.Tensor:
     """[B, L] bool: tokens in a segment of ``kind`` ("think" / "action"); a row's segment
-    ids number its turn's spans in order (segments.py, docs/method.md §2)."""
+    ids number its turn's spans in order (step/segments.py, docs/method.md §2)."""
     out = torch.zeros(batch.segment_ids.shape, dtype=torch.bool)
     for b, turn in enumerate(row_turns(batch, method)):
         for k, span in enumerate(turn.spans):

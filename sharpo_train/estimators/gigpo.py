@@ -57,7 +57,7 @@ def gigpo_row_advantages(episode_return: torch.Tensor, group: torch.Tensor,
 
 def anchor_keys(batch: StepBatch) -> list[str]:
     """[B] the observation text each row's prompt shows: the initial state for turn 0,
-    else the previous turn's ``observation_after`` (rollout.py)."""
+    else the previous turn's ``observation_after`` (step/rollout.py)."""
     keys = []
     for e, t in zip(batch.episode, batch.turn):
         keys.append(INITIAL_STATE if t == 0 else batch.episodes[e].turns[t - 1].observation_after)

@@ -12,7 +12,7 @@
                                          ``.params(method)`` gives that method's own params
 
 Each estimator owns its parameters: a dataclass with defaults and a ``validate()`` that
-raises ConfigError naming the field (``need``/``in_range`` of config.py). The keys are flat
+raises ConfigError naming the field (``need``/``in_range`` of settings/loader.py). The keys are flat
 (``estimator.lam``, ``estimator.gigpo_gamma``): two params classes may share a field only
 with the same type and default (the inherited GroupParams fields, or one class registered
 for two methods). A config may set the keys of methods other than its own (one config
@@ -47,7 +47,7 @@ class CreditOutput:
 class AuxLoss:
     """A per-token loss term the update adds to the policy loss: ``coef *
     aggregate(AUX_LOSSES[name](logp, **inputs[rows], **params), weights)`` with the
-    policy loss's aggregation (losses.py; logp [b, L] of the current policy, with grad)."""
+    policy loss's aggregation (step/losses.py; logp [b, L] of the current policy, with grad)."""
     name: str                              # a key of losses.AUX_LOSSES
     coef: float
     inputs: dict                           # name -> [B, L] tensor, sliced per micro-batch

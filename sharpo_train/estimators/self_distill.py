@@ -14,7 +14,7 @@ model after ``prompt + hint`` (``teacher_logp``, docs/method.md §3). Rows witho
 - SDAR (Lu et al., arXiv 2605.15155; ZJU-REAL/SDAR ``verl/trainer/ppo/sdar_utils.py``):
   the advantage is GRPO's; the update adds c * agg[sg(sigmoid(beta (log piT - sg log
   pi_theta))) * (log piT - log pi_theta)] with pi_theta the current policy (gradient
-  through it only), on rows with a teacher (losses.py ``sdar_distill``).
+  through it only), on rows with a teacher (step/losses.py ``sdar_distill``).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 
 from ..errors import UsageError
-from ..models.model import resolve_model_path
+from ..models.named import resolve_model_path
 from .base import Generation, check_generate_args, cut_at_stop
 
 
@@ -137,7 +137,7 @@ class VLLMEngine:
         (HF names; the model runner's ``reload_weights`` maps them, e.g. q/k/v into the
         fused qkv projection, and redoes the CPU backend's weight repacking), then drop
         the prefix cache (keys/values computed with the old weights). A LoRA policy
-        sends its merged weights W + (alpha / r) B A under the base's names (lora.py)."""
+        sends its merged weights W + (alpha / r) B A under the base's names (models/lora.py)."""
         from ..models.lora import merged_state_dict
 
         weights = [(n, p.detach().cpu() if self._engine_device() == "cpu" else p.detach())

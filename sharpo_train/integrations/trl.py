@@ -7,8 +7,9 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
 
 1. success of a completion: its weighted total reward >= ``success_threshold``;
 2. per group of ``num_generations`` completions, the peer rule of
-   ``common.successful_peers`` (first other success in the group); the peer's completion
-   (for a multi-turn episode its whole text, tool results included) is the hint;
+   ``credit.successful_peers`` (step/credit.py: the first other success in the group); the
+   peer's completion (for a multi-turn episode its whole text, tool results included) is
+   the hint;
 3. one no-grad pass of the current (= old, before this step's update) policy scores each
    completion after ``prompt + hint`` (conversational prompts: the hint at the end of the
    last user message; plain-text prompts, with or without a chat template: the hint before

@@ -227,7 +227,7 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
     """Teacher rows for a per-step batch (one row per environment step, unpadded ids).
 
     ``rewards[r]`` is row r's episode reward. Each episode's peer follows
-    ``common.successful_peers`` over episodes; its hint is ``peer_hint_text`` of the peer's
+    ``credit.successful_peers`` (step/credit.py) over episodes; its hint is ``peer_hint_text`` of the peer's
     rows in batch order. Row r's teacher prompt = its prompt with the hint inserted at the
     end of the last user message (``common.insert_hint``: at most ``max_hint_tokens``,
     total prompt <= ``max_prompt_length``, the hint cut, never the task). Rows without a

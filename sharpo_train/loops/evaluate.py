@@ -1,9 +1,10 @@
 """Evaluation: one episode per task (greedy by default), success overall and per family.
 
-Three entry points, one path through them:
+Two entry points, one path through them, on the tasks ``balanced_tasks`` picks:
 
-* ``balanced_tasks(tasks, n, key)``: the tasks an evaluation plays, ``n`` of them spread
-  evenly over the task families (n=12 over 6 families: 2 each), the same for the same key.
+* ``balanced_tasks(tasks, n, key)`` (envs/base.py): the tasks an evaluation plays, ``n`` of
+  them spread evenly over the task families (n=12 over 6 families: 2 each), the same for
+  the same key.
 * ``evaluate(model, tokenizer, suite, tasks, config) -> dict``: play them with a loaded
   policy.
 * ``evaluate_checkpoint(policy, config, tasks=None, ...) -> dict``: the one function every
@@ -14,7 +15,7 @@ Three entry points, one path through them:
 The result is the RUN/eval.json object (docs/run_directory.md):
 {"success", "per_family": {family: rate}, "per_family_episodes": {family: n}, "episodes",
 "games", "per_task": {task id: 1 or 0}} (per_task lets two evaluations on the same tasks be
-compared game by game: report/stats.py); an environment that scores its episodes (WebShop:
+compared game by game: analysis/report/stats.py); an environment that scores its episodes (WebShop:
 info["task_score"], WebShop's reward in [0, 1]; success is score == 1) adds {"score": mean
 task score, "per_family_score": {family: mean}, "per_task_score": {task id: score}} -- the
 paper reports both for WebShop. WebShop's
@@ -23,14 +24,14 @@ evaluation tasks are its test split (env.eval_split, default "test": goals 0..49
 """
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..models.device import resolve_device
 from ..envs import env_prompts, make_suite
+from ..envs.base import balanced_tasks, episodes_by_family
 from ..envs.registry import DEFAULT_ENV, get_spec
-from ..models.model import build_policy
+from ..models.policy import build_policy
 from ..step.rollout import collect_rollouts
 
 
@@ -55,37 +56,6 @@ def score_by_family(episodes) -> Optional[tuple[float, dict[str, float]]]:
         values.append(v)
         fam.setdefault(ep.task.family, []).append(v)
     return sum(values) / len(values), {f: sum(v) / len(v) for f, v in sorted(fam.items())}
-
-
-def episodes_by_family(tasks) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for t in tasks:
-        counts[t.family] = counts.get(t.family, 0) + 1
-    return counts
-
-
-def balanced_tasks(tasks: Sequence, n: int, key: str = "eval") -> list:
-    """``n`` of ``tasks`` (0 or n >= len: all of them, in their order) spread over families:
-    each family's tasks are shuffled with a generator seeded by ``key``, then the families
-    (sorted by name) take turns. Deterministic for the same (tasks, n, key)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"num_tasks: expected an int >= 0, got {n!r}")
-    tasks = list(tasks)
-    if n == 0 or n >= len(tasks):
-        return tasks
-    by_family: dict[str, list] = {}
-    for t in tasks:
-        by_family.setdefault(t.family, []).append(t)
-    rng = random.Random(key)
-    for group in by_family.values():        # first-seen order: the draws are reproducible
-        rng.shuffle(group)
-    picked, k = [], 0
-    while len(picked) < n:
-        for fam in sorted(by_family):
-            if k < len(by_family[fam]) and len(picked) < n:
-                picked.append(by_family[fam][k])
-        k += 1
-    return picked
 
 
 def evaluate(model, tokenizer, suite, tasks, config, pool=None) -> dict:

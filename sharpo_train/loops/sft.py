@@ -22,7 +22,8 @@ from ..settings.config import ModelConfig
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
 from ..settings.loader import apply_overrides, in_range, parse_overrides, validate_settings
-from ..models.model import build_optimizer, build_policy
+from ..models.optimizer import build_optimizer
+from ..models.policy import build_policy
 from .. import hint as H
 from ..runs.outputs import check_out_dir, install_dir, new_build_dir
 
@@ -118,7 +119,7 @@ def load_demos(path: str | Path) -> list[list[dict]]:
     return demos
 
 
-THINK_END = "</think>"      # end of a reply's reasoning segment (segments.py)
+THINK_END = "</think>"      # end of a reply's reasoning segment (step/segments.py)
 
 
 def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
@@ -126,7 +127,7 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                  every_turn: bool = False) -> list[list[dict]]:
     """Hint-conditioned copies of the turns of ``fraction`` of the demonstration episodes:
     each turn's user message with a hint, laid out exactly as the trainer lays out a
-    teacher prompt (teacher.py). The hint is the records' ``hint`` text when they carry
+    teacher prompt (step/teacher.py). The hint is the records' ``hint`` text when they carry
     one (the corridor's demos: a peer's trajectory in the environment's own hint layout),
     else the episode's own trajectory as a successful attempt (the env's render_hint), which
     needs the records' ``action`` and ``observation_after`` (written by `sharpo alfworld

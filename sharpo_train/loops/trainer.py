@@ -1,18 +1,18 @@
 """``train(config) -> run_dir``: the GRPO/SHARPO training loop (Python API of `sharpo train`).
 
-One step (``Trainer.step``), in order; one ``StepBatch`` (batch.py) carries the rows from
+One step (``Trainer.step``), in order; one ``StepBatch`` (step/batch.py) carries the rows from
 rollout to update and each phase fills its fields (each phase is timed into the metrics):
 
-1. rollout  - G episodes for each of ``tasks_per_step`` tasks (rollout.py); the batch has
+1. rollout  - G episodes for each of ``tasks_per_step`` tasks (step/rollout.py); the batch has
               one row per turn (episodes ended by an env fault give none).
 2. score    - with theta_old and no gradient: log-probs of every row's response (the
               student, = old policy), of every teacher row (same response after
-              ``prompt + hint``, teacher.py), and of the frozen reference when KL is on;
-              shared prefixes run once (scoring.py).
+              ``prompt + hint``, step/teacher.py), and of the frozen reference when KL is on;
+              shared prefixes run once (step/scoring.py).
    credit   - the estimator named by ``config.method`` (estimators/) turns rewards +
               log-probs into [B, L] advantages.
-3. update   - epochs of the policy loss ``loss.policy_loss`` (losses.py, default PPO-clip)
-              over micro-batches (update.py).
+3. update   - epochs of the policy loss ``loss.policy_loss`` (step/losses.py, default PPO-clip)
+              over micro-batches (step/update.py).
 Then: one metrics line (flushed), the credit record, evaluation and a checkpoint when due.
 
 Determinism: step s reseeds torch and its own Python RNGs from (seed, s), so a run resumed
@@ -33,7 +33,8 @@ import torch
 from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
-from ..settings.config import Config, check_resume, save_config
+from ..runs.resume import check_resume
+from ..settings.config import Config, save_config
 from ..step.credit import teacher_coverage
 from ..analysis.credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from ..runs.credit_record import credit_record, write_credit
@@ -42,14 +43,17 @@ from ..envs import get_spec
 from ..errors import UsageError
 from ..estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
 from ..estimators.oracle import LABELS_KEY, perfect_teacher_logp
-from .evaluate import balanced_tasks, evaluate_checkpoint, success_by_family
+from ..envs.base import balanced_tasks
+from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
 from ..hint import SCOPE_TO_TURN
 from ..io import atomic_write_json, read_jsonl
 from ..settings.loader import load_settings
 from ..runs.metrics import MetricsLogger, check_report_to, parse_report_to, truncate_metrics
-from ..models.lora import build_lora_policy, lora_enabled
-from ..models.model import build_optimizer, build_policy, check_tiny_model_fits
+from ..models.lora import lora_enabled
+from ..models.optimizer import build_optimizer
+from ..models.policy import build_lora_policy, build_policy
+from ..models.tiny import check_tiny_model_fits
 from ..step.rollout import collect_rollouts
 from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
@@ -91,7 +95,7 @@ class ScoreCounts:
     """What ``Trainer.score`` counted (the metrics line's ``sharpo/*`` and ``scoring/*``)."""
     teacher_rows: int = 0            # teacher rows scored
     hints_truncated: int = 0         # of them, hints cut to fit
-    hints_not_fitting: int = 0       # rows with no room for a hint (neutral, teacher.py)
+    hints_not_fitting: int = 0       # rows with no room for a hint (neutral, step/teacher.py)
     tokens_through_model: int = 0    # tokens the policy ran (shared prefixes once)
     tokens_unshared: int = 0         # tokens of every student and teacher sequence
 
@@ -112,7 +116,7 @@ class Trainer:
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
         self.report_to = parse_report_to(cfg.log.report_to)
         check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
-        check_run_dir(self.run_dir)       # no system folder, no foreign folder (run_dir.py)
+        check_run_dir(self.run_dir)       # no system folder, no foreign folder (runs/run_dir.py)
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         created = _first_missing(self.run_dir)   # the folder this run creates, if any
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +179,7 @@ class Trainer:
         if ckpt is None and cfg.init_from is None and cfg.model.path is None:
             check_tiny_model_fits(cfg.model, with_reference=cfg.loss.use_kl)
         torch.manual_seed(cfg.seed)
-        if lora_enabled(cfg.model.lora):   # base + adapters; ckpt: its adapter (lora.py)
+        if lora_enabled(cfg.model.lora):   # base + adapters; ckpt: its adapter (models/lora.py)
             self.model, self.tokenizer = build_lora_policy(cfg, self.run_dir, ckpt)
         else:
             self.model, self.tokenizer = build_policy(
@@ -252,7 +256,7 @@ class Trainer:
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
         """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
-        method's credit AUC into ``rec`` (credit_quality.py, docs/credit_quality.md);
+        method's credit AUC into ``rec`` (analysis/credit_quality.py, docs/credit_quality.md);
         returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:
@@ -266,7 +270,7 @@ class Trainer:
         return labels
 
     def rollout(self, tasks: list) -> list:
-        """``group_size`` episodes of every task with the current policy (rollout.py)."""
+        """``group_size`` episodes of every task with the current policy (step/rollout.py)."""
         cfg, r = self.cfg, self.cfg.rollout
         return collect_rollouts(
             self.model, self.tokenizer, self.pool, tasks, r.group_size, self.prompts,
@@ -294,7 +298,7 @@ class Trainer:
     def teachers(self, batch: StepBatch, rng: random.Random) -> TeacherRows:
         """A successful peer per episode when the method needs one (``batch.teacher_of``),
         its hint (``batch.hints``; hint.py, cut by ``teacher.hint_scope``) and the teacher
-        rows: prompt + hint | the row's response (teacher.py)."""
+        rows: prompt + hint | the row's response (step/teacher.py)."""
         cfg, n = self.cfg, batch.num_episodes
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
                             if self.estimator.needs_teacher else [None] * n)
@@ -361,7 +365,7 @@ class Trainer:
         return out
 
     def update(self, batch: StepBatch, seed: int) -> dict:
-        """Policy-loss epochs over micro-batches of the batch (update.py); {} when empty."""
+        """Policy-loss epochs over micro-batches of the batch (step/update.py); {} when empty."""
         if not len(batch):
             return {}
         return update_policy(self.model, self.optimizer, self.scheduler, batch, self.cfg,
@@ -507,7 +511,7 @@ class Trainer:
 def train(config: Config) -> Path:
     """Run (or, with ``config.resume``, continue) training; returns the run directory.
     A resume may not change what the run is: RUN/config.yaml is never rewritten with other
-    run-defining values (config.check_resume; docs/run_directory.md)."""
+    run-defining values (runs/resume.py check_resume; docs/run_directory.md)."""
     saved = Path(config.run_dir) / "config.yaml"
     if config.resume and saved.is_file():
         check_resume(load_settings(Config, saved), config, str(saved))

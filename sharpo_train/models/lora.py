@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from ..errors import UsageError
+from .named import NAMED_MODELS, named_model_dir
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -100,7 +101,7 @@ def check_lora_fits(model, rank: int, targets) -> None:
     """UsageError naming ``model.lora.rank`` when the adapters, their gradients and AdamW
     states (16 bytes a parameter; 20 for 16-bit bases with fp32 masters) do not fit in the
     memory free now on the device the model is on (model.check_tiny_model_fits' rule)."""
-    from .model import available_memory_bytes
+    from .tiny import available_memory_bytes
 
     n = lora_parameters(model, rank, targets)
     p = next(model.parameters())
@@ -215,17 +216,13 @@ def save_adapter(model, tokenizer, out: str | Path) -> None:
 
 def local_base(base: str) -> str:
     """The directory holding the base weights: a named model's cached copy
-    (model.named_model_dir), else ``base`` itself."""
-    from .model import NAMED_MODELS, named_model_dir
-
+    (named.named_model_dir), else ``base`` itself."""
     return str(named_model_dir(base)) if base in NAMED_MODELS else str(base)
 
 
 def adapter_base(adapter_dir: str | Path) -> str:
     """The base an adapter directory applies to: a named model, or a directory (a relative
     one is resolved from ``adapter_dir``)."""
-    from .model import NAMED_MODELS
-
     adapter_dir = Path(adapter_dir)
     meta = adapter_dir / LORA_META
     try:
@@ -316,39 +313,6 @@ def _tied_keys(model) -> set:
     return set(tied) if not isinstance(tied, dict) else set(tied.keys())
 
 
-def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
-    """-> (plain model with the adapter merged, tokenizer) from a LoRA checkpoint's policy/
-    directory: the base rebuilt from ``sharpo_lora.json``, the adapter loaded, then merged
-    (``sharpo eval --run`` on a LoRA run)."""
-    from types import SimpleNamespace
-
-    from .model import NAMED_MODELS, build_policy, build_tokenizer
-
-    peft = _peft()
-    adapter_dir = Path(adapter_dir)
-    base = adapter_base(adapter_dir)
-    cfg = peft.LoraConfig.from_pretrained(str(adapter_dir))
-    rank = saved_rank(adapter_dir)      # before adapters of the config's rank are allocated
-    if cfg.r != rank:
-        raise UsageError(f"{adapter_dir / 'adapter_config.json'}: says r={cfg.r!r} but the "
-                         f"saved adapter tensors have rank {rank} (edited or mixed up?)")
-    settings = SimpleNamespace(rank=cfg.r, alpha=cfg.lora_alpha, dropout=0.0,
-                               targets=sorted(cfg.target_modules))
-    fields = {k: getattr(model_cfg, k) for k in ("dtype", "attn_implementation", "tokenizer_path")
-              if model_cfg is not None and hasattr(model_cfg, k)}
-    if base in NAMED_MODELS:
-        model, _ = build_policy(dict(fields, path=base))
-    else:
-        if not Path(base).is_dir():
-            raise UsageError(f"{adapter_dir / LORA_META}: the LoRA base {base} is not a directory "
-                             f"(moved or deleted?)")
-        model, _ = build_policy(dict(fields, path=None), weights_from=base)
-    tokenizer = build_tokenizer(adapter_dir, str(adapter_dir))
-    apply_lora(model, settings, base)
-    load_adapter(model, adapter_dir)
-    return merged_copy(model), tokenizer
-
-
 def save_lora_base(model, tokenizer, run_dir: str | Path) -> Path:
     """Write the (tiny, built-in-code) base model once to ``RUN/lora_base`` (atomic rename)."""
     import shutil
@@ -367,33 +331,3 @@ def save_lora_base(model, tokenizer, run_dir: str | Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def build_lora_policy(cfg, run_dir: str | Path, ckpt: Optional[Path]):
-    """The policy of a LoRA run -> (model, tokenizer): the base (``init_from``, else
-    ``model.path``, else the tiny model saved once to RUN/lora_base), adapters from
-    ``model.lora``, and on resume the checkpoint's adapter."""
-    from .model import build_policy
-
-    run_dir = Path(run_dir)
-    if cfg.init_from:
-        model, tokenizer = build_policy(cfg.model, weights_from=cfg.init_from)
-        base = str(Path(cfg.init_from).resolve())
-    elif cfg.model.path:
-        model, tokenizer = build_policy(cfg.model)
-        from .model import NAMED_MODELS
-        base = cfg.model.path if cfg.model.path in NAMED_MODELS else str(Path(cfg.model.path).resolve())
-    else:
-        saved = run_dir / BASE_DIR
-        if ckpt is not None:             # the checkpoint's adapter applies to the saved base
-            model, tokenizer = build_policy(cfg.model, weights_from=saved)
-        else:   # a start, or a resume with no checkpoint yet: built as the first start did,
-            # so the RNG reaches the adapters' initialisation in the same state
-            model, tokenizer = build_policy(cfg.model)
-            check_targets(model, cfg.model.lora.targets)   # refused before anything is written
-            save_lora_base(model, tokenizer, run_dir)      # kept when already there
-        base = str(saved.resolve())
-    apply_lora(model, cfg.model.lora, base)
-    if ckpt is not None:
-        load_adapter(model, ckpt / "policy")
-    return model, tokenizer

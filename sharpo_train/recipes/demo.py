@@ -28,7 +28,7 @@ def open_pipeline(plan: PipelinePlan, echo=print):
     command recorded. Returns (the env's recipe, the PhaseLog)."""
     out = plan.out
     env = phases.env_recipe(plan.settings.env)
-    check_pipeline_dir(out)       # no system or foreign folder (run_dir.py); creates nothing
+    check_pipeline_dir(out)       # no system or foreign folder (runs/run_dir.py); creates nothing
     echo(f"run directory: {out}")
     out.mkdir(parents=True, exist_ok=True)
     log = phases.PhaseLog(out)

@@ -29,9 +29,10 @@ from ..runs.checkpoint import latest_checkpoint
 from ..settings.config import load_config
 from ..envs.registry import get_spec
 from ..settings.loader import override_key
-from ..loops.evaluate import episodes_by_family, evaluate_checkpoint
+from ..envs.base import episodes_by_family
+from ..loops.evaluate import evaluate_checkpoint
 from ..io import atomic_write_json, loads_json
-from ..models.model import TOKENIZER_DIR
+from ..models.tokenizer import TOKENIZER_DIR
 from ..loops.sft import run_sft
 from .schema import DemoConfig
 

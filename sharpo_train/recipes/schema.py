@@ -1,5 +1,5 @@
 """Settings of the `sharpo demo` and `sharpo compare` recipes, read by the settings engine
-(loader.py: load_settings / apply_overrides: typed, validated, errors name the key).
+(settings/loader.py: load_settings / apply_overrides: typed, validated, errors name the key).
 
     DemoConfig     the ``demo.<key>`` overrides of `sharpo demo` / `sharpo compare`
     CompareConfig  DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
@@ -29,7 +29,7 @@ class DemoConfig:
                                    # webshop: the first N goals of WebShop's train split)
     eval_games: int = 180          # generated held-out games (a different generator seed; 180:
                                    # enough to tell a gain of a few points from noise, paired
-                                   # game by game, report/stats.py; webshop: 18, a
+                                   # game by game, analysis/report/stats.py; webshop: 18, a
                                    # category-balanced sample of the test split)
     game_size: str = "tiny"        # generator room size: tiny | small | medium | large
     game_max_steps: int = 10       # environment step limit per episode (both environments)

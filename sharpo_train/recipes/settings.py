@@ -1,6 +1,6 @@
 """The settings of the demo and compare recipes and how overrides reach them.
 
-Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.settings.DemoConfig`
+Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.recipes.schema.DemoConfig`
 field, ``sft.<key>`` an :class:`~sharpo_train.loops.sft.SFTConfig` field, anything else is a
 trainer config key (``total_steps=20``, ``rollout.group_size=8``, ``estimator.lam=0.05``;
 docs/training.md). All three are read by the one config system (sharpo_train/settings/config.py:
@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..settings.config import flat_keys, load_config
+from ..settings.config import load_config
+
+from ..settings.loader import flat_keys
 from ..estimators import ESTIMATORS
 from ..settings.loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
                                split_override, validate_settings)

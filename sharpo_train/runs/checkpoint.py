@@ -106,7 +106,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     ``latest`` at it; keep the newest ``keep`` checkpoints."""
     from safetensors.torch import save_file
 
-    from ..models.model import save_policy
+    from ..models.policy import save_policy
 
     root = run_subdir(run_dir, "checkpoints")          # refuses a symbolic link
     final = root / f"step_{step:06d}"

@@ -24,7 +24,7 @@ def _num(x) -> Optional[float]:
 
 
 def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenizer) -> dict:
-    """The record of a scored and credited ``StepBatch`` (batch.py) and the estimator's
+    """The record of a scored and credited ``StepBatch`` (step/batch.py) and the estimator's
     ``CreditOutput``."""
     episodes, teacher_of, hints = batch.episodes, batch.teacher_of, batch.hints
     episode_adv = batch.episode_adv.tolist()

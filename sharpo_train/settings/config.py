@@ -1,8 +1,7 @@
 """The trainer's settings (`sharpo train`, RUN/config.yaml): the ``Config`` dataclass and
 its sections, their validation, ``load_config`` / ``save_config`` and what a resume may
 change. Read by the one settings engine (loader.py: YAML with ``base:`` inheritance,
-``key=value`` overrides, typed merge, range checks); the engine's names are re-exported
-here for the users of ``sharpo_train.settings.config``.
+``key=value`` overrides, typed merge, range checks).
 
 ``load_config(path_or_None, overrides)``: ``None`` -> the embedded default
 (``sharpo_train/configs/default.yaml``: a tiny model on CPU, a few minutes). ``env`` is
@@ -11,7 +10,7 @@ envs/registry.py) here, before anything is built; setting ``env.name`` to anothe
 environment drops the previous environment's keys. ``estimator.*`` is not declared here:
 each registered estimator owns its parameters dataclass (estimators/registry.py; SHARPO's
 defaults: ``sharpo_kernels.SHARPO_DEFAULTS``). The settings of `sharpo sft` (``SFTConfig``)
-live in sft.py, those of `sharpo demo` / `sharpo compare` (``DemoConfig``,
+live in loops/sft.py, those of `sharpo demo` / `sharpo compare` (``DemoConfig``,
 ``CompareConfig``) in recipes/schema.py.
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
@@ -29,25 +28,17 @@ from typing import Any, Optional
 import yaml
 
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError
 from ..hint import HintKeys
 from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
-from .loader import (INT_LIMIT, OverrideText, apply_overrides, check_schema, coerce, in_range,
-                     load_settings, need, override_key, parse_override, parse_overrides,
-                     parse_value, read_yaml_layers, split_override, validate_settings)
+from .loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
+                     need, parse_overrides, read_yaml_layers, validate_settings)
 from ..runs.metrics import parse_report_to
 from ..step.losses import AGGREGATIONS, POLICY_LOSSES
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
-
-# the engine's names (loader.py) are re-exported: ``from sharpo_train.settings.config import ...``
-__all__ = ["ConfigError", "UsageError", "OverrideText", "parse_value", "parse_overrides",
-           "parse_override", "split_override", "override_key", "coerce", "apply_overrides",
-           "need", "in_range", "validate_settings", "load_settings", "read_yaml_layers",
-           "INT_LIMIT", "Config", "ModelConfig", "check_env", "load_config",
-           "config_from_dict", "save_config", "config_yaml"]
 
 
 # ---------------------------------------------------------------------------- train settings
@@ -56,7 +47,7 @@ __all__ = ["ConfigError", "UsageError", "OverrideText", "parse_value", "parse_ov
 
 MAX_GROUP_SIZE = 1024
 _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
-DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # model.py _DTYPES
+DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # models/tiny.py TORCH_DTYPES
 # transformers' attention implementations (one that is not installed, e.g. flash-attn, is
 # refused when the model is built: model.build_policy)
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
@@ -99,7 +90,7 @@ class LoraSettings:
 
 @dataclass
 class ModelConfig:
-    path: Optional[str] = None            # local HF checkpoint dir, or a named model (model.py
+    path: Optional[str] = None            # local HF checkpoint dir, or a named model (models/named.py
                                           # NAMED_MODELS: smollm2-135m-instruct); None: tiny Qwen2
     tokenizer_path: Optional[str] = None  # None: model.path's tokenizer, else the shipped one
     hidden_size: int = 64                 # tiny-model shape (ignored when path is set)
@@ -115,7 +106,7 @@ class ModelConfig:
     device: str = "auto"                  # auto | cpu | cuda | cuda:N
     cpu_threads: Optional[int] = None     # torch intra-op threads during the run (None: torch's)
     gradient_checkpointing: bool = False
-    # what trains (model.py configure_trainable); 16-bit dtypes train with fp32 master weights
+    # what trains (models/policy.py configure_trainable); 16-bit dtypes train with fp32 master weights
     trainable_layers: int = 0             # only the top N decoder layers (+ final norm); 0: all
     lora: LoraSettings = field(default_factory=LoraSettings)   # LoRA adapters (rank 0: off)
 
@@ -199,7 +190,7 @@ class TeacherConfig(HintKeys):
 
 @dataclass
 class ScoringConfig:
-    shared_prefix: bool = True            # run each shared prefix once (see scoring.py)
+    shared_prefix: bool = True            # run each shared prefix once (see step/scoring.py)
     min_shared_tokens: int = 16           # share a prefix only when at least this long
     max_batch_tokens: int = 65536         # padded tokens per forward when scoring
     chunk_tokens: int = 256               # suffix window on top of a cached prefix
@@ -443,74 +434,3 @@ def config_yaml(cfg: Config) -> str:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     atomic_write_text(path, config_yaml(cfg))
-
-
-# ---------------------------------------------------------------------------- resume
-# What a --resume may change: keys that do not change what the run computes
-# (docs/run_directory.md, resume guarantees). total_steps may only grow.
-RESUME_MAY_CHANGE = ("resume", "run_dir", "total_steps", "log.", "eval.", "checkpoint.every",
-                     "checkpoint.keep", "model.device", "model.cpu_threads")
-
-
-def flat_keys(data: Any, prefix: str = "") -> dict:
-    if not isinstance(data, dict):
-        return {prefix[:-1]: data}
-    out: dict = {}
-    for k, v in data.items():
-        out.update(flat_keys(v, f"{prefix}{k}."))
-    return out
-
-
-def resume_changes(saved: Config, new: Config) -> list[str]:
-    """Dotted keys where ``new`` changes what the run ``saved`` is (sorted; empty: none)."""
-    a, b = flat_keys(saved.to_dict()), flat_keys(new.to_dict())
-    changed = []
-    for key in sorted(set(a) | set(b)):
-        same = a.get(key) == b.get(key)
-        if key == "total_steps":
-            same = b[key] >= a[key]
-        elif any(key == p or (p.endswith(".") and key.startswith(p)) for p in RESUME_MAY_CHANGE):
-            same = True
-        if not same:
-            changed.append(key)
-    return changed
-
-
-def check_resume(saved: Config, new: Config, source: str = "config.yaml") -> None:
-    """ConfigError naming every key where ``new`` would change the run ``saved``."""
-    changed = resume_changes(saved, new)
-    if not changed:
-        return
-    a, b = flat_keys(saved.to_dict()), flat_keys(new.to_dict())
-    detail = ", ".join(f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in changed[:4])
-    more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
-    raise ConfigError(f"{', '.join(changed)}: --resume cannot change what the run is "
-                      f"({detail}{more} vs {source}); it may change total_steps (to grow), "
-                      f"log.*, eval.*, checkpoint.every/keep, model.device, model.cpu_threads; "
-                      f"start a new run_dir for the rest")
-
-
-def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | None = None
-                  ) -> Config:
-    """The config of ``sharpo train --resume``: RUN/config.yaml with the overrides applied
-    (or, with ``config_path``, that file + overrides restating the run), refused with a
-    ConfigError naming the keys if it changes what the run is; UsageError if ``run_dir``
-    holds no run."""
-    run_dir = Path(run_dir)
-    saved_path = run_dir / "config.yaml"
-    if not run_dir.is_dir():
-        raise UsageError(f"--resume: no run directory {str(run_dir)!r}")
-    if not saved_path.is_file():
-        if saved_path.exists() or saved_path.is_symlink():
-            raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
-                             f"folder or link); sharpo reads only regular files in a run")
-        raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
-    saved = load_settings(Config, saved_path)
-    data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
-    if config_path is not None:
-        new = load_settings(Config, config_path, data)
-    else:
-        new = load_settings(Config, saved_path, data)
-    check_resume(saved, new, str(saved_path))
-    new.resume, new.run_dir = True, str(run_dir)
-    return new

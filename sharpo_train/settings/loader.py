@@ -404,3 +404,13 @@ def check_schema(values: dict, schema: dict, prefix: str) -> None:
             lo, hi = bounds
             hi = INT_LIMIT if hi is None else hi       # no setting is larger (validate_settings)
             need(lo <= v <= hi, prefix + k, f">= {lo} and <= {hi}", v)
+
+
+def flat_keys(data: Any, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (dotted keys of nested settings)."""
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    out: dict = {}
+    for k, v in data.items():
+        out.update(flat_keys(v, f"{prefix}{k}."))
+    return out

@@ -6,7 +6,7 @@ its own fields (docs/training.md, row layout):
 
 1. rollout -> ``StepBatch.from_episodes``: per-row token lists, ``response_mask``,
    ``segment_ids``, ``traj_index``; per-episode ``rewards``, ``group_of``, ``env_fault``.
-2. score (trainer.py + teacher.py): ``episode_adv``, ``teacher_of``, ``hints``,
+2. score (loops/trainer.py + teacher.py): ``episode_adv``, ``teacher_of``, ``hints``,
    ``old_logp``, ``teacher_logp``, ``has_teacher``, ``ref_logp`` (``old_entropy`` for an
    estimator with needs_entropy); ``meta["step"]``.
 3. credit (estimators package): ``advantages`` and ``aux_loss`` (the estimator's output).

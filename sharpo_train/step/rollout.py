@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 
 from ..envs.base import EnvPool, Task
-from ..models.model import stop_token_ids
+from ..models.policy import stop_token_ids
 from ..models.device import autocast
 from .segments import Span, find_spans
 

@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 
 from ..models.device import autocast
-from ..models.model import split_lm
+from ..models.policy import split_lm
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from .losses import AUX_LOSSES, POLICY_LOSSES, aggregate, kl_low_var, token_weights
-from ..models.model import split_lm
+from ..models.policy import split_lm
 from ..models.device import autocast
 from .scoring import tree_logprobs
 

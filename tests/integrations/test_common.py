@@ -26,7 +26,7 @@ def test_successful_peers_matches_the_rule_on_random_groups():
 
 
 def test_insert_hint_places_and_cuts_only_the_hint():
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     suffix = generation_suffix_ids(tok)
@@ -65,7 +65,7 @@ def test_prepend_hint_keeps_the_prompt_and_its_leading_special_tokens():
     from tokenizers.processors import TemplateProcessing
 
     from sharpo_train.integrations.common import leading_special_count, prepend_hint
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     assert leading_special_count(tok) == 0

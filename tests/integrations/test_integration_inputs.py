@@ -106,7 +106,7 @@ def test_verl_settings_are_checked_naming_the_field():
 def test_verl_agent_names_an_episode_with_two_outcomes():
     import torch
     from integrations.test_verl_agent import fit_step
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     torch.manual_seed(0)
     model, tok = build_policy(None)

@@ -140,7 +140,7 @@ def test_multi_turn_with_smollm2_out_of_the_box(tmp_path):
     from trl.chat_template_utils import supports_tool_calling
 
     from sharpo_train.integrations.trl import SharpoGRPOTrainer
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     torch.manual_seed(0)
     model, tok = build_policy({"path": "smollm2-135m-instruct"})

@@ -19,7 +19,7 @@ def test_config_rejects_bad_values_by_name(tmp_path, kw, name):
 
 def test_segments_per_turn_and_whole_completion():
     from sharpo_train.integrations.trl import completion_segment_ids
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     t1 = tok("<think>a</think><action>open door</action>", add_special_tokens=False)["input_ids"]

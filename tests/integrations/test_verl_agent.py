@@ -31,7 +31,7 @@ LAM, ALPHA, TAU, HINT, PLEN, COEF = 0.3, 0.5, 0.5, 96, 256, 0.1
 
 @pytest.fixture(scope="module")
 def policy():
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     torch.manual_seed(0)
     model, tok = build_policy(None)

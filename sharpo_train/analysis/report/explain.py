@@ -5,9 +5,9 @@ from pathlib import Path
 
 from ...io import atomic_write_text
 from ...runs.run_files import run_subdir
-from .credit_html import render_group_html
-from .credit_quality import credit_quality_html
-from .credit_png import render_group_png
+from .explain_html import render_group_html
+from .explain_quality import credit_quality_html
+from .explain_png import render_group_png
 from .records import find_mixed_group, find_run_dir
 
 

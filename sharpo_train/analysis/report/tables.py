@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Optional
 
 from ...envs.registry import DEFAULT_ENV, get_spec
 
@@ -59,8 +60,10 @@ def score_runs(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
 def results_markdown(table: dict[str, dict], families: list[str] = FAMILIES,
                      title_overall: str = "Table 1 layout: final success (%)",
                      title_family: str = "Table 2 layout: final success per task family (%)",
-                     metric: str = "ALFWorld success") -> str:
-    """Two markdown tables: overall (Method | runs | <metric>) and per family."""
+                     metric: Optional[str] = None, env: str = DEFAULT_ENV) -> str:
+    """Two markdown tables: overall (Method | runs | <metric>) and per family; ``metric``
+    defaults to "<label> success" of environment ``env`` (its EnvSpec)."""
+    metric = metric or f"{get_spec(env).title} success"
     present = [f for f in families
                if any(not math.isnan(row["per_family"][f][0]) for row in table.values())]
     lines = [f"**{title_overall}** (mean ± sample std over runs)", "",

@@ -27,10 +27,11 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from ...hint import PLACEMENT_AFTER_TASK
 from ..base import Task
 from ..demo_files import check_out_path, open_out, write_records
 from ..spec import ProbeHooks
-from .games import GAME_FILE, discover_games, task_of
+from .games import FAMILIES, GAME_FILE, default_games_dir, discover_games, task_of
 from .prompts import DEFAULT_HISTORY_LENGTH, format_response, render_turn_prompt, task_sentence
 
 log = logging.getLogger(__name__)
@@ -225,6 +226,22 @@ def write_demos(games_dir, split: str, out_path: str, *, families: Optional[Iter
     return stats
 
 
+def _probe_tasks(options, env_config: dict) -> tuple[list, dict]:
+    """`sharpo probe-teacher` on ALFWorld: ``--per-family`` games of each family of ``--split``
+    in ``--games`` (default: $ALFWORLD_DATA, else ../shared/data/alfworld)."""
+    if options.per_family < 1:
+        raise ValueError(f"--per-family: expected >= 1, got {options.per_family}")
+    games_dir = options.games or default_games_dir()
+    tasks = []
+    for fam in FAMILIES:
+        try:
+            tasks += [task_of(g) for g in discover_games(games_dir, options.split, families=[fam],
+                                                         limit=options.per_family)]
+        except ValueError:
+            continue        # this split has no game of that family
+    return tasks, {"games_dir": str(games_dir), "split": options.split}
+
+
 def _probe_records(task: Task, *, max_steps: int = 50,
                    history_length: int = DEFAULT_HISTORY_LENGTH) -> list[dict]:
     return demo_episode(task, expert="planner", max_steps=max_steps,
@@ -235,6 +252,7 @@ def _probe_reply(action: str, k: int) -> str:
     return format_response(explain_step(action, None, first=(k == 0)), action)
 
 
-# the teacher probe's hooks (probe.py; EnvSpec.probe): the planner's episode of a game, and a
-# reply for any action in the expert's style
-PROBE = ProbeHooks(expert_records=_probe_records, reply=_probe_reply)
+# the teacher probe's hooks (analysis/teacher_probe.py; EnvSpec.probe): real games, the
+# planner's episode of each, and a reply for any action in the expert's style
+PROBE = ProbeHooks(tasks=_probe_tasks, expert_records=_probe_records, reply=_probe_reply,
+                   history_length=1, placement=PLACEMENT_AFTER_TASK)

@@ -38,6 +38,23 @@ TASK_TYPE_BY_FAMILY: dict[str, str] = {f: t for t, f in FAMILY_BY_TASK_TYPE.item
 FAMILIES: list[str] = ["Pick", "Look", "Clean", "Heat", "Cool", "Pick2"]
 
 GAME_FILE = "game.tw-pddl"
+
+# real games beside the checkout: ../shared/data/alfworld from where the command runs (the
+# repo root for `make demo`), else beside the source tree (an editable install)
+SHARED_CANDIDATES = [Path.cwd().parent / "shared" / "data" / "alfworld",
+                     Path(__file__).resolve().parents[3].parent / "shared" / "data" / "alfworld"]
+
+
+def default_games_dir(option: str = "--games") -> str:
+    """$ALFWORLD_DATA, else the first of SHARED_CANDIDATES that exists; FileNotFoundError
+    naming ``option`` when neither is there."""
+    if os.environ.get("ALFWORLD_DATA"):
+        return os.environ["ALFWORLD_DATA"]
+    for cand in SHARED_CANDIDATES:
+        if cand.is_dir():
+            return str(cand)
+    raise FileNotFoundError(f"{option}: no ALFWorld folder given and none found "
+                            "(set ALFWORLD_DATA or pass --games)")
 TRAJ_FILE = "traj_data.json"
 RELEASE_DIR = "json_2.1.1"
 _GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem")

@@ -1,4 +1,4 @@
-"""Planner labels of ALFWorld actions for credit quality (credit_quality.py,
+"""Planner labels of ALFWorld actions for credit quality (analysis/credit_quality.py,
 docs/credit_quality.md): the planner knows, for every state, the length of the shortest
 plan it finds to the goal. An action is **on-plan** when the plan from the state after it
 is exactly one step shorter than the plan from the state before it (it kept a plan), else
@@ -96,7 +96,7 @@ class PlanLabeller:
         return out
 
     def label_episodes(self, episodes) -> list[list[Optional[bool]]]:
-        """[N][turns] labels of rollout Episodes (rollout.py); see ``label_episodes``."""
+        """[N][turns] labels of rollout Episodes (step/rollout.py); see ``label_episodes``."""
         return label_episodes(episodes, self)
 
     def close(self) -> None:
@@ -109,7 +109,7 @@ class PlanLabeller:
 
 
 def label_episodes(episodes, labeller: PlanLabeller) -> list[list[Optional[bool]]]:
-    """[N][turns] labels of rollout Episodes (rollout.py) of ALFWorld games; an episode
+    """[N][turns] labels of rollout Episodes (step/rollout.py) of ALFWorld games; an episode
     ended by an env fault is unlabelled."""
     out = []
     for ep in episodes:

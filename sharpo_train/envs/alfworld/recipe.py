@@ -12,18 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from ...loops.evaluate import balanced_tasks
+from ..base import balanced_tasks
 from ..spec import RecipeSpec
 from .demos import write_demos
-from .games import discover_games, split_folder, task_of
+from .games import SHARED_CANDIDATES, discover_games, split_folder, task_of
 from .generator import generate_splits
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-# real games beside the checkout: ../shared/data/alfworld from where the command runs (the
-# repo root for `make demo`), else beside the source tree (an editable install)
-_SHARED_CANDIDATES = [Path.cwd().parent / "shared" / "data" / "alfworld",
-                      REPO_ROOT.parent / "shared" / "data" / "alfworld"]
-SHARED_ALFWORLD = next((c for c in _SHARED_CANDIDATES if c.is_dir()), _SHARED_CANDIDATES[0])
+SHARED_ALFWORLD = next((c for c in SHARED_CANDIDATES if c.is_dir()), SHARED_CANDIDATES[0])
 
 
 def games(games_dir: Path, s) -> dict:

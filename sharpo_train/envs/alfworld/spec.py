@@ -43,5 +43,6 @@ ENV_SPEC = EnvSpec(
     games_overrides=games_overrides,
     plan_labels="sharpo_train.envs.alfworld.plan_labels:PlanLabeller",
     recipe="sharpo_train.envs.alfworld.recipe:RECIPE",
-    probe="sharpo_train.envs.alfworld.demos:PROBE")
+    probe="sharpo_train.envs.alfworld.demos:PROBE",
+    command="sharpo_train.envs.alfworld.command:register")
 

@@ -9,4 +9,5 @@ ENV_SPEC = EnvSpec(
     families=FAMILIES, label="Corridor", family_word="task family", train_defaults=train_defaults,
     plan_labels="sharpo_train.envs.corridor.labels:DecisiveLabeller",
     exact_labels="sharpo_train.envs.corridor:label_episodes",
-    recipe="sharpo_train.envs.corridor.recipe:RECIPE")
+    recipe="sharpo_train.envs.corridor.recipe:RECIPE",
+    probe="sharpo_train.envs.corridor.door_probe:PROBE")

@@ -10,8 +10,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ...loops.evaluate import balanced_tasks, episodes_by_family
 from ...io import atomic_write_json, atomic_write_text
+from ..base import balanced_tasks, episodes_by_family
 from ..spec import RecipeSpec
 from . import make_suite
 from .data import resolve_data_dir

@@ -21,4 +21,5 @@ ENV_SPEC = EnvSpec(
     name="webshop", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
     families=FAMILIES, label="WebShop", family_word="product category", scored=True,
     describe_eval=describe_eval, eval_env=eval_env,
-    recipe="sharpo_train.envs.webshop.recipe:RECIPE")
+    recipe="sharpo_train.envs.webshop.recipe:RECIPE",
+    command="sharpo_train.envs.webshop.command:register")

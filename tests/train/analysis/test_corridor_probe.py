@@ -1,4 +1,4 @@
-"""The corridor's teacher probe (probe.probe_corridor, `sharpo probe-teacher --env
+"""The corridor's teacher probe (door_probe.probe_corridor, `sharpo probe-teacher --env
 corridor`) and its hint-aware warm-start data (sft.hinted_demos with the demos' peer
 hints): a teacher that reads the hint's door of the current turn is measured as such
 (separation > 0.5 nats), one that ignores the hint is not (separation 0)."""
@@ -10,12 +10,13 @@ import re
 import pytest
 import torch
 
-import sharpo_train.envs.corridor.probe as corridor_probe
+import sharpo_train.analysis.teacher_probe as teacher_probe
 from sharpo_train.cli import main
 from sharpo_train.envs.corridor import make_suite
 from sharpo_train.envs.corridor.demos import write_demos
-from sharpo_train.models.model import build_policy, build_tokenizer
-from sharpo_train.envs.corridor.probe import probe_corridor
+from sharpo_train.models.policy import build_policy
+from sharpo_train.models.tokenizer import build_tokenizer
+from sharpo_train.envs.corridor.door_probe import probe_corridor
 from sharpo_train.loops.sft import encode_example, hinted_demos, parse_sft_overrides
 from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
 from sharpo_train.hint import HintSettings, place_hint
@@ -46,9 +47,10 @@ def _fake_logprobs(tok, reads_hint: bool):
                                               (False, "trajectory")])
 def test_probe_separates_supported_from_contradicted_doors(monkeypatch, reads_hint, scope):
     tok = build_tokenizer()
-    monkeypatch.setattr(corridor_probe, "tree_logprobs", _fake_logprobs(tok, reads_hint))
+    monkeypatch.setattr(teacher_probe, "tree_logprobs", _fake_logprobs(tok, reads_hint))
     tasks = make_suite({"name": "corridor", "num_eval": 4}).eval_tasks
-    s = probe_corridor(torch.nn.Identity(), tok, tasks, seed=0, scope=scope).summary()
+    scorer = teacher_probe.ProbeScorer(torch.nn.Identity(), tok)
+    s = probe_corridor(scorer, tasks, seed=0, scope=scope).summary(scorer)
     assert s["tasks"] == 4 and s["lamp_turns"] == 12
     if reads_hint:
         assert s["gap_supported"] == pytest.approx(0.6, abs=1e-5)

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+from sharpo_train.settings.config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.step.credit import scored_segments
 from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, TIE_TOLERANCE, Segments, credit_auc,
                                                   load_batch, results_table, save_batch, score_batches,
-                                                  segment_coefficients, step_credit_quality,
+                                                  action_credit, step_credit_quality,
                                                   weight_profile)
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, episode_advantages
@@ -144,11 +145,11 @@ def make_batch(seed=0, teacher=True):
     return batch, labels
 
 
-def test_segment_coefficients_reference():
+def test_action_credit_reference():
     batch, labels = make_batch(1)
     gen = torch.Generator().manual_seed(3)
     adv = torch.randn(len(batch), batch.width, generator=gen) * batch.response_mask
-    seg = segment_coefficients(batch, adv, labels)
+    seg = action_credit(batch, adv, labels)
     want = []
     for b, (e, t) in enumerate(zip(batch.episode, batch.turn)):
         a = float(batch.episode_adv[e])
@@ -161,7 +162,7 @@ def test_segment_coefficients_reference():
     assert len(want) > 5
     np.testing.assert_allclose(seg.coeff, want, rtol=1e-6)
     grpo = ESTIMATORS["grpo"].fn(batch, EstimatorConfig())
-    g = segment_coefficients(batch, grpo.advantages, labels)
+    g = action_credit(batch, grpo.advantages, labels)
     assert (g.coeff == 1.0).all()
     res = step_credit_quality(batch, grpo.advantages, labels)
     assert res["credit_quality/auc"] == 0.5 and res["credit_quality/labelled_frac"] < 1
@@ -187,7 +188,7 @@ def test_saved_batch_roundtrip_and_offline_scoring(tmp_path):
     res = score_batches([tmp_path / "batches" / "step_00007.json"], cfg, ["grpo", "sharpo"],
                         n_boot=50)
     assert res["grpo"]["auc"] == 0.5
-    seg = segment_coefficients(batch, ESTIMATORS["sharpo"].fn(batch, cfg).advantages, labels)
+    seg = action_credit(batch, ESTIMATORS["sharpo"].fn(batch, cfg).advantages, labels)
     direct = credit_auc(seg.coeff, seg.on_plan, seg.success, seg.rollout, seg.group)
     assert res["sharpo"]["auc"] == pytest.approx(direct["auc"])
     assert "| sharpo |" in results_table(res)

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 import pytest
 
 from sharpo_train.cli import main
-from sharpo_train.analysis.report.credit_html import fmt, fmt_plain, render_group_html
+from sharpo_train.analysis.report.explain_html import fmt, fmt_plain, render_group_html
 from sharpo_train.analysis.report.records import CreditRecordError, find_mixed_group
 
 
@@ -96,7 +96,7 @@ def test_schema_error_names_the_key(tmp_path, write_run, credit_record):
 def test_shading_follows_the_update_relative_to_grpo(credit_record):
     """A segment with w > 1 but a small length factor gets a weaker update than GRPO's:
     it is shaded as weaker (orange), and its hover shows w, rho and the factor."""
-    from sharpo_train.analysis.report.credit_colors import credit_factor, factor_rgb, factor_scale
+    from sharpo_train.analysis.report.explain_colors import credit_factor, factor_rgb, factor_scale
     rec = credit_record()
     seg = rec["groups"][1]["rollouts"][0]["turns"][0]["segments"][0]
     seg.update(weight=1.5, length_factor=0.25)
@@ -125,8 +125,8 @@ def test_png_uses_the_html_colours(credit_record, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     from matplotlib.axes import Axes
 
-    from sharpo_train.analysis.report.credit_colors import credit_factor, factor_rgb, factor_scale
-    from sharpo_train.analysis.report.credit_png import render_group_png
+    from sharpo_train.analysis.report.explain_colors import credit_factor, factor_rgb, factor_scale
+    from sharpo_train.analysis.report.explain_png import render_group_png
     rec = credit_record()
     drawn, real_barh = [], Axes.barh
 
@@ -145,7 +145,7 @@ def test_png_uses_the_html_colours(credit_record, tmp_path, monkeypatch):
 
 def test_segment_edges_fall_on_tags():
     """Token spans that split '><' between '</think>' and '<action>' are drawn on the tags."""
-    from sharpo_train.analysis.report.credit_html import segment_char_spans
+    from sharpo_train.analysis.report.explain_html import segment_char_spans
     response = "<think>go</think><action>look</action>"
     segs = [{"text": "<think>go</think><"}, {"text": "action>look</action>"}]
     spans = segment_char_spans(response, segs)

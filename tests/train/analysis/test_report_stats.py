@@ -1,4 +1,4 @@
-"""report/stats.py: Wilson intervals, the exact sign test, paired differences of two
+"""analysis/report/stats.py: Wilson intervals, the exact sign test, paired differences of two
 evaluations of the same tasks (the demo's "beyond noise" line)."""
 import math
 import random

@@ -29,6 +29,13 @@ def test_aggregate_per_family_and_markdown():
     assert "| GRPO | 2 | 37.50 ± 17.68 |" in md
     assert "| Method | Pick | Cool | All |" in md      # families nobody evaluated are left out
     assert "| SHARPO (λ=0.2) | 100.00 ± 0.00 | 50.00 | 62.50 ± 17.68 |" in md
+    assert "| Method | runs | ALFWorld success |" in md        # the default env's label
+
+
+def test_metric_label_comes_from_the_environment_spec():
+    table = aggregate_runs({"GRPO": [{"success": 0.5, "per_family": {}}]}, families=[])
+    assert "| Method | runs | Corridor success |" in results_markdown(table, [], env="corridor")
+    assert "| Method | runs | WebShop success |" in results_markdown(table, [], env="webshop")
 
 
 def test_metrics_and_curves(tmp_path, write_run):

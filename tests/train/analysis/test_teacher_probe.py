@@ -1,4 +1,4 @@
-"""The hint-aware warm start (sft.hinted_demos) and the teacher probe (probe.py)."""
+"""The hint-aware warm start (sft.hinted_demos) and the teacher probe (analysis/teacher_probe.py)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sharpo_train.envs.alfworld.prompts import format_response, render_hint
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.analysis.teacher_probe import ProbeResult, auc, probe_episode
 from sharpo_train.step.rollout import chat_prompt_ids
 from sharpo_train.step.scoring import tree_logprobs
@@ -107,3 +107,10 @@ def test_probe_command_refuses_bad_arguments(capsys):
     assert exc.value.code == 2
     assert main(["probe-teacher", "--model", "/nonexistent", "--per-family", "0"]) == 2
     assert "--per-family" in capsys.readouterr().err
+    # the environment decides (EnvSpec.probe): one without a probe is named, on one line
+    assert main(["probe-teacher", "--model", "/nonexistent", "--env", "webshop"]) == 2
+    err = capsys.readouterr().err
+    assert "--env: 'webshop' has no teacher probe" in err and "alfworld, corridor" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["probe-teacher", "--model", "/nonexistent", "--env", "nope"]) == 2
+    assert "unknown environment 'nope'" in capsys.readouterr().err

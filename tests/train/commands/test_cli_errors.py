@@ -160,6 +160,16 @@ def test_version_and_command_list(capsys):
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert "advantage" not in sub.choices
     assert {"demo", "train", "eval", "sft", "alfworld", "compare", "explain"} <= set(sub.choices)
+    # an environment's own command comes from its EnvSpec.command, in `sharpo --help` order
+    # after sft; cli.py names no environment
+    assert list(sub.choices) == ["demo", "train", "eval", "sft", "alfworld", "webshop", "compare",
+                                 "explain", "probe-teacher"]
+    import ast
+    from sharpo_train.envs import env_names
+    tree = ast.parse((ROOT / "sharpo_train" / "cli.py").read_text())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str)} - {ast.get_docstring(tree, clean=False)}
+    assert not strings & set(env_names())
 
 
 def test_real_command_exits_2_on_a_huge_group_size(tmp_path):
@@ -195,7 +205,7 @@ def test_resume_loads_the_run_config_and_a_finished_run_adds_no_eval(in_tmp, cap
 
 
 def test_python_api_resume_never_rewrites_the_run_config(in_tmp):
-    from sharpo_train.settings.config import ConfigError
+    from sharpo_train.errors import ConfigError
     from sharpo_train.loops.trainer import train
     run = fake_run(in_tmp / "r", "method=grpo")
     before = (run / "config.yaml").read_text()

@@ -153,7 +153,7 @@ def test_flash_attention_without_its_package_is_one_line(tmp_path, capsys):
 
 
 def test_a_tokenizer_without_chat_template_is_one_line(tmp_path, capsys):
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
     tok = build_tokenizer()
     tok.chat_template = None
     plain = tmp_path / "plain_tok"
@@ -185,8 +185,8 @@ def test_a_corrupt_init_from_is_one_line_on_train_and_eval(done_run, tmp_path, c
 # ---------------------------------------------------------------- 10: LoRA memory, tampered r
 def test_a_lora_rank_that_cannot_fit_is_refused_before_allocation(tmp_path, capsys, monkeypatch):
     pytest.importorskip("peft")
-    import sharpo_train.models.model as model_mod
-    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: 16 << 20)  # 16 MiB
+    import sharpo_train.models.tiny as tiny_mod
+    monkeypatch.setattr(tiny_mod, "available_memory_bytes", lambda device: 16 << 20)  # 16 MiB
     one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'r'}",
                             "model.lora.rank=65536", "model.lora.targets=[q_proj,v_proj]", *FAST],
                    "model.lora.rank", "GiB", "lower model.lora.rank")
@@ -282,10 +282,10 @@ def test_probe_teacher_on_a_foreign_folder_says_it_is_no_run(tmp_path, capsys, d
 
 
 def test_probe_teacher_resolves_named_models(monkeypatch, tmp_path):
-    import sharpo_train.commands.probe as probe
-    import sharpo_train.models.model as model_mod
+    import sharpo_train.commands.probe_teacher as probe
+    import sharpo_train.models.named as named_mod
     from argparse import Namespace
-    monkeypatch.setattr(model_mod, "named_model_dir", lambda name: tmp_path / f"cache-{name}")
+    monkeypatch.setattr(named_mod, "named_model_dir", lambda name: tmp_path / f"cache-{name}")
     args = Namespace(model="smollm2-135m-instruct", run_dir=None)
     assert probe._model_dir(args) == str(tmp_path / "cache-smollm2-135m-instruct")
     args = Namespace(model=str(tmp_path), run_dir=None)

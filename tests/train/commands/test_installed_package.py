@@ -9,7 +9,7 @@ import pytest
 
 CODE = """
 import sharpo_train
-from sharpo_train.models.model import TOKENIZER_DIR, build_tokenizer
+from sharpo_train.models.tokenizer import TOKENIZER_DIR, build_tokenizer
 from sharpo_train.settings.config import load_config
 tok = build_tokenizer(TOKENIZER_DIR)
 assert tok.chat_template, "no chat template"

@@ -19,7 +19,7 @@ from sharpo_train.envs import make_suite  # noqa: E402
 from sharpo_train.envs.alfworld import make_pool  # noqa: E402
 from sharpo_train.envs.alfworld.demos import write_demos  # noqa: E402
 from sharpo_train.envs.alfworld.engine import INVALID_FEEDBACK, AlfWorldEnv  # noqa: E402
-from sharpo_train.envs.alfworld.evaluate import (expert_agent, play, random_agent,  # noqa: E402
+from sharpo_train.envs.alfworld.play import (expert_agent, play, random_agent,  # noqa: E402
                                                  success_table)
 from sharpo_train.envs.alfworld.games import FAMILIES, discover_games, task_of  # noqa: E402
 from sharpo_train.envs.alfworld.generator import build_game, generate_games  # noqa: E402

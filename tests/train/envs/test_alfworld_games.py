@@ -109,7 +109,7 @@ def test_real_games_in_shared_data_are_found_with_every_family():
 
 def test_a_split_folder_is_accepted_as_games(tmp_path):
     """--games .../json_2.1.1/valid_seen: the release folder and that split."""
-    from sharpo_train.commands.alfworld import _pick_split
+    from sharpo_train.envs.alfworld.command import _pick_split
     from sharpo_train.envs.alfworld.games import split_folder
     _game(tmp_path, split="valid_seen")
     _game(tmp_path, split="valid_train", trial="t9")
@@ -131,7 +131,7 @@ def test_evaluation_samples_are_balanced_over_families():
     from collections import Counter
 
     from sharpo_train.envs.base import Task
-    from sharpo_train.loops.evaluate import balanced_tasks
+    from sharpo_train.envs.base import balanced_tasks
     tasks = [Task(f"look{i}", "Look") for i in range(20)] + \
         [Task(f"{f}{i}", f) for f in FAMILIES if f != "Look" for i in range(3)]
     picked = balanced_tasks(tasks, 12)

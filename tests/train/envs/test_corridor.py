@@ -11,7 +11,9 @@ import random
 
 import pytest
 
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+
+from sharpo_train.settings.config import load_config
 from sharpo_train.envs import env_prompts, make_suite
 from sharpo_train.envs.corridor import label_episodes, settings_of
 from sharpo_train.envs.corridor.agents import lamp_doors, play, play_episode, summary

@@ -1,8 +1,10 @@
 """The environment registry (sharpo_train/envs/registry.py) and EnvSpec (envs/spec.py): every
 registered environment is complete, the config checks env.* through its spec, a new one is
-one registration, and nothing outside the environment packages names an environment."""
+one registration, nothing outside the environment packages names an environment, and the
+environment packages import no training module."""
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+
+from sharpo_train.settings.config import load_config
 from sharpo_train.envs import (ENVS, EnvSpec, EnvSuite, SerialEnvPool, env_names, get_spec,
                                make_suite, register_env)
 from sharpo_train.envs.synthetic import CounterEnv, make_tasks
@@ -92,18 +96,46 @@ def test_loading_a_config_imports_no_environment_engine():
     assert out == "[]"
 
 
-# modules that may import an environment package by name: the env-specific commands
-ENV_SPECIFIC = {"sharpo_train/commands/alfworld.py", "sharpo_train/commands/webshop.py",
-                "sharpo_train/commands/probe.py"}
+ENV_MODULE = re.compile(r"(?:from|import)\s+(?:sharpo_train|\.+)\.?envs\.(?!base\b|spec\b|"
+                        r"registry\b|turn_prompt\b|env_config\b|demo_files\b|command_args\b)(\w+)")
 
 
-def test_only_environment_packages_and_their_commands_import_an_environment():
-    pattern = re.compile(r"(?:from|import)\s+(?:sharpo_train|\.+)\.?envs\.(?!base\b|spec\b|"
-                         r"registry\b|turn_prompt\b|env_config\b|demo_files\b)\w+")
+def test_only_an_environment_names_itself():
+    """No module of the package, and no benchmark, imports an environment package, except
+    the environment itself (sharpo_train/envs/<name>/) and a benchmark of that environment
+    (benchmarks/bench_<name>.py): the commands, reports and recipes go through EnvSpec."""
     offenders = []
-    for path in sorted((ROOT / "sharpo_train").rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith("sharpo_train/envs/") or rel in ENV_SPECIFIC:
-            continue
-        offenders += [f"{rel}: {m.group(0)}" for m in pattern.finditer(path.read_text())]
+    for path in sorted([*(ROOT / "sharpo_train").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):
+        rel = path.relative_to(ROOT)
+        own = (rel.parts[2] if rel.parts[:2] == ("sharpo_train", "envs") and len(rel.parts) > 3
+               else path.stem[len("bench_"):] if rel.parts[0] == "benchmarks" else None)
+        offenders += [f"{rel}: {m.group(0)}" for m in ENV_MODULE.finditer(path.read_text())
+                      if m.group(1) != own]
+    assert offenders == []
+
+
+def test_environment_packages_import_no_training_module():
+    """sharpo_train/envs/ is below the trainer: besides itself it imports only the root
+    modules (errors, io, tags, hint); what an environment needs from training is handed in
+    (the teacher probe's ProbeScorer) or lives in envs/ (balanced_tasks in envs/base.py)."""
+    root_ok = {"errors", "io", "tags", "hint", "envs"}
+    offenders = []
+    for path in sorted((ROOT / "sharpo_train" / "envs").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        package = rel.parts[:-1]                     # ("sharpo_train", "envs", ...)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    if len(package) - (node.level - 1) >= 2:
+                        continue                     # stays inside sharpo_train/envs
+                    target = (node.module or "").split(".")[0]
+                    names = [target] if target else [a.name for a in node.names]
+                elif (node.module or "").startswith("sharpo_train"):
+                    parts = node.module.split(".")
+                    names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
+                    if node.module == "sharpo_train.runs.outputs":
+                        names = []           # the output-file rule every command follows
+                else:
+                    continue
+                offenders += [f"{rel}: {n}" for n in names if n not in root_ok]
     assert offenders == []

@@ -11,9 +11,11 @@ import pytest
 import sharpo_train.recipes.phases as phases
 import sharpo_train.loops.trainer as trainer
 from sharpo_train.cli import main
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+from sharpo_train.settings.config import load_config
 from sharpo_train.envs.base import Task
-from sharpo_train.loops.evaluate import balanced_tasks, score_by_family
+from sharpo_train.envs.base import balanced_tasks
+from sharpo_train.loops.evaluate import score_by_family
 from sharpo_train.recipes.settings import PipelinePlan
 from sharpo_train.step.rollout import Episode
 import sharpo_train.envs.alfworld.recipe as alfworld_recipe
@@ -218,7 +220,7 @@ def test_sft_command_on_webshop_demonstrations(webshop_demo, tmp_path, capsys):
 
 @needs_data
 def test_eval_on_webshop_writes_success_and_mean_score(webshop_demo, tmp_path, capsys):
-    from sharpo_train.models.model import TOKENIZER_DIR
+    from sharpo_train.models.tokenizer import TOKENIZER_DIR
     path = tmp_path / "ws_eval.json"
     assert main(["eval", "--model", str(webshop_demo / "sft"), "--out", str(path),
                  "env.name=webshop", "eval.num_tasks=4", "rollout.max_turns=2",
@@ -262,7 +264,7 @@ def test_eval_score_is_the_mean_of_webshops_task_scores(monkeypatch):
     from sharpo_train.envs.webshop.agents import ExpertAgent
     from sharpo_train.envs.webshop.engine import WebShopEnv, get_world
     from sharpo_train.loops.evaluate import evaluate
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     world = get_world()
     env = WebShopEnv(world)

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from sharpo_kernels import SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.settings.config import ConfigError, in_range, load_config, load_settings
+from sharpo_train.errors import ConfigError
+from sharpo_train.settings.config import load_config
+from sharpo_train.settings.loader import in_range, load_settings
 from sharpo_train.estimators import (ESTIMATORS, CreditOutput, EstimatorConfig, GroupParams,
                                      SharpoParams, episode_advantages, register_estimator)
 from sharpo_train.estimators.gigpo import GigpoParams

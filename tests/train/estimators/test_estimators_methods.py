@@ -382,7 +382,7 @@ def test_bad_method_parameters_name_the_key(override):
 
 
 def test_compare_parses_every_registered_method():
-    from sharpo_train.settings.config import ConfigError
+    from sharpo_train.errors import ConfigError
     from sharpo_train.recipes.settings import parse_methods
     runs = parse_methods("grpo,sharpo:0.05,gigpo,rlsd:0.3,serl,opsd:0.2,sdar,empg:0.05")
     assert [r[1] for r in runs] == ["grpo", "sharpo-lam0.05", "gigpo", "rlsd-0.3", "serl",

@@ -163,7 +163,7 @@ def test_credit_record_and_explain_page_show_the_oracle_next_to_the_method():
     """With exact labels on the batch, every segment of the credit record carries its
     turn's label and perfect credit's advantage; the page's segment table shows both."""
     from sharpo_train.runs.credit_record import credit_record
-    from sharpo_train.analysis.report.credit_html import _segment_table
+    from sharpo_train.analysis.report.explain_html import _segment_table
     batch = hand_batch(spans=True)
     batch.episode_adv = torch.tensor(A)
     batch.teacher_of, batch.hints = [None] * 3, [None] * 3

@@ -57,7 +57,7 @@ def sdar_update(coef: float, micro: int):
     row 0 (teacher log-probs one nat above the student's): only the term moves the policy."""
     from sharpo_train.settings.config import config_from_dict
     from sharpo_train.estimators import AuxLoss
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     from train.loops.test_trainer_support import sampled_logprobs, sgd_step, two_rows
 
     torch.manual_seed(0)

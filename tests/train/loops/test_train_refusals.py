@@ -3,10 +3,10 @@ reward mode or split that does not exist, a tiny model too large for the memory 
 allocation that fails anyway: one line, exit status 2, and no run directory left behind."""
 import pytest
 
-import sharpo_train.models.model as model_mod
+import sharpo_train.models.tiny as tiny_mod
 from sharpo_train.cli import main
 from sharpo_train.errors import UsageError
-from sharpo_train.models.model import check_tiny_model_fits, tiny_model_parameters
+from sharpo_train.models.tiny import check_tiny_model_fits, tiny_model_parameters
 from sharpo_train.loops.trainer import Trainer
 
 from train.loops.test_trainer_support import small_config
@@ -47,7 +47,8 @@ def test_a_tiny_model_too_large_for_memory_is_one_line(tmp_path, capsys, shape):
 
 def test_the_size_estimate_counts_the_parameters_of_the_real_model():
     from transformers import Qwen2ForCausalLM
-    from sharpo_train.models.model import build_tokenizer, tiny_qwen2_config
+    from sharpo_train.models.tiny import tiny_qwen2_config
+    from sharpo_train.models.tokenizer import build_tokenizer
     tok = build_tokenizer()
     for cfg in ({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1},
                 {"hidden_size": 48, "intermediate_size": 40, "num_layers": 3, "num_heads": 6,
@@ -58,12 +59,12 @@ def test_the_size_estimate_counts_the_parameters_of_the_real_model():
 
 def test_the_estimate_compares_with_the_free_memory(monkeypatch):
     cfg = {"hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "device": "cpu"}
-    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: 10 ** 12)
+    monkeypatch.setattr(tiny_mod, "available_memory_bytes", lambda device: 10 ** 12)
     check_tiny_model_fits(cfg)
-    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(tiny_mod, "available_memory_bytes", lambda device: 1000)
     with pytest.raises(UsageError, match="hidden_size=64"):
         check_tiny_model_fits(cfg)
-    monkeypatch.setattr(model_mod, "available_memory_bytes", lambda device: None)   # unknown
+    monkeypatch.setattr(tiny_mod, "available_memory_bytes", lambda device: None)   # unknown
     check_tiny_model_fits(cfg)
 
 
@@ -118,7 +119,7 @@ def test_the_python_api_refuses_a_huge_tiny_model_before_allocating(tmp_path):
     with pytest.raises(UsageError, match="GiB"):
         Trainer(small_config(run, total_steps=1, **{f"model__{k}": v for k, v in HUGE.items()}))
     assert not (tmp_path / "new").exists()
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     with pytest.raises(UsageError, match="its weights"):           # weights alone do not fit
         build_policy(HUGE)
 

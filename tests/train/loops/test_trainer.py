@@ -10,7 +10,7 @@ import torch
 from sharpo_train.runs.checkpoint import load_state
 from sharpo_train.cli import main as cli_main
 from sharpo_train.io import read_jsonl
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.step.rollout import chat_prompt_ids
 from sharpo_train.step.scoring import ScoreStats
 from sharpo_train.loops.trainer import Trainer, train

@@ -8,7 +8,7 @@ import torch
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.settings.config import config_from_dict
 from sharpo_train.envs import env_prompts, make_suite
-from sharpo_train.models.model import build_policy, save_policy
+from sharpo_train.models.policy import build_policy, save_policy
 from sharpo_train.step.rollout import chat_prompt_ids
 from sharpo_train.step.scoring import tree_logprobs
 from sharpo_train.step.update import policy_logprobs, update_policy

@@ -8,7 +8,7 @@ from sharpo_train.settings.config import load_config
 from sharpo_train.generation import Generation, logp_mismatch, make_engine
 from sharpo_train.generation.base import cut_at_stop
 from sharpo_train.generation.hf import HFEngine
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.step.scoring import tree_logprobs
 
 MODEL = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 1}

@@ -26,7 +26,7 @@ MODEL = {"hidden_size": 128, "num_heads": 2, "num_kv_heads": 1, "num_layers": 2,
 @pytest.fixture(scope="module")
 def engine():
     from sharpo_train.generation.vllm_engine import VLLMEngine
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
 
     torch.manual_seed(0)
     model, tok = build_policy(MODEL)

@@ -10,7 +10,7 @@ import torch
 
 from sharpo_train.cli import main as cli_main
 from sharpo_train.io import read_jsonl
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.loops.trainer import train
 
 from train.loops.test_trainer_support import format_warm_start, small_config
@@ -89,7 +89,8 @@ def test_only_adapters_train_and_resume_repeats_the_straight_run(tmp_path, warm_
 
 
 def test_merged_weights_equal_the_adapter_model_and_peft_reads_the_adapter(tmp_path):
-    from sharpo_train.models.lora import load_merged, merged_copy, merged_state_dict, save_adapter
+    from sharpo_train.models.lora import merged_copy, merged_state_dict, save_adapter
+    from sharpo_train.models.policy import load_merged
 
     model, tok = lora_model()
     torch.manual_seed(1)

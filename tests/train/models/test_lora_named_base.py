@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from sharpo_train.models.model import NAMED_MODELS, named_model_dir
+from sharpo_train.models.named import NAMED_MODELS, named_model_dir
 
 from train.models.test_model_smollm2 import NAME, needs_smollm2
 
@@ -22,7 +22,8 @@ def test_named_model_adapter_saves_and_loads_offline(tmp_path, monkeypatch):
     import peft.utils.save_and_load
 
     from sharpo_train.settings.config import config_from_dict
-    from sharpo_train.models.lora import build_lora_policy, save_adapter
+    from sharpo_train.models.lora import save_adapter
+    from sharpo_train.models.policy import build_lora_policy
 
     assert NAME in NAMED_MODELS
     calls = []

@@ -28,7 +28,7 @@ def test_the_head_and_embeddings_are_refused_in_the_settings(targets, capsys, tm
 
 def _models():
     from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM)
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     tiny, _ = build_policy({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1})
     gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50))
     llama = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -54,7 +54,7 @@ def test_check_targets_refuses_each_architectures_head_and_tied_weights():
 def test_a_head_target_no_longer_crashes_the_first_update(tmp_path, capsys):
     """Before: targets=[lm_head] passed validation and crashed at the first update."""
     from sharpo_train.models.lora import apply_lora
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     model, _ = build_policy({"hidden_size": 32, "intermediate_size": 64, "num_layers": 1})
     with pytest.raises(UsageError, match="lm_head"):
         apply_lora(model, SimpleNamespace(rank=4, alpha=8.0, dropout=0.0, targets=["lm_head"]),

@@ -1,10 +1,11 @@
-"""The shipped tokenizer and the tiny policy (sharpo_train/models/model.py)."""
+"""The shipped tokenizer and the tiny policy (sharpo_train/models/tokenizer.py, tiny.py, policy.py)."""
 import json
 
 import torch
 
 from sharpo_train.assets.build_tokenizer import build
-from sharpo_train.models.model import TOKENIZER_DIR, build_policy, build_tokenizer, split_lm, stop_token_ids
+from sharpo_train.models.policy import build_policy, split_lm, stop_token_ids
+from sharpo_train.models.tokenizer import TOKENIZER_DIR, build_tokenizer
 from sharpo_train.step.rollout import chat_prompt_ids
 
 
@@ -52,9 +53,9 @@ def test_tokenizer_without_the_jinja_file_gets_the_template(tmp_path, monkeypatc
     """pyproject's package data ships *.json but not chat_template.jinja: an installed
     copy must still have the ChatML template."""
     import shutil
-    import sharpo_train.models.model as model_mod
+    import sharpo_train.models.tokenizer as tokenizer_mod
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(TOKENIZER_DIR / name, tmp_path / name)
-    monkeypatch.setattr(model_mod, "TOKENIZER_DIR", tmp_path)
-    tok = model_mod.build_tokenizer()
+    monkeypatch.setattr(tokenizer_mod, "TOKENIZER_DIR", tmp_path)
+    tok = tokenizer_mod.build_tokenizer()
     assert tok.decode(chat_prompt_ids(tok, "x")) == "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"

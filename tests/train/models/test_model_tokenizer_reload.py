@@ -1,6 +1,7 @@
 """A tiny policy saved with its tokenizer reloads with the same tokenization (a qwen2
 config.json beside the files must not switch AutoTokenizer to Qwen2Tokenizer)."""
-from sharpo_train.models.model import build_policy, build_tokenizer
+from sharpo_train.models.policy import build_policy
+from sharpo_train.models.tokenizer import build_tokenizer
 
 TEXT = "<think>I will go to the desk 1.</think><action>take mug 2 from desk 1</action>"
 

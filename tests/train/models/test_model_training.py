@@ -1,4 +1,4 @@
-"""What trains and how it steps (sharpo_train/models/model.py): ``model.trainable_layers`` and
+"""What trains and how it steps (sharpo_train/models/policy.py, optimizer.py): ``model.trainable_layers`` and
 fp32 master weights for 16-bit parameters (``build_optimizer`` / ``MasterWeightAdamW``).
 Tiny random models: seconds on CPU."""
 import copy
@@ -6,8 +6,9 @@ import copy
 import pytest
 import torch
 
-from sharpo_train.models.model import (MasterWeightAdamW, build_optimizer, build_policy,
-                                       configure_trainable, decoder_layers)
+from sharpo_train.models.optimizer import MasterWeightAdamW, build_optimizer
+
+from sharpo_train.models.policy import build_policy, configure_trainable, decoder_layers
 from sharpo_train.step.update import policy_logprobs
 
 TINY = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 3, "num_heads": 4,

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import sharpo_train.models.model as model_mod
+import sharpo_train.models.policy as policy_mod
 from sharpo_train.runs.checkpoint import (CheckpointError, checkpoint_problem, latest_checkpoint,
                                           load_state, restore_optimizer, restore_scheduler)
 from sharpo_train.cli import main
 from sharpo_train.errors import UsageError
 from sharpo_train.io import loads_json, read_jsonl
-from sharpo_train.models.model import build_policy, check_weights_dir, load_pretrained
+from sharpo_train.models.policy import build_policy
+from sharpo_train.models.weights import check_weights_dir, load_pretrained
 from sharpo_train.loops.trainer import Trainer, train
 
 from train.runs.test_run_dir import FAST, MODEL, _optimizer_objects, copy_run, trained_run, two_checkpoints  # noqa: F401
@@ -122,7 +123,7 @@ def test_weights_always_load_with_use_safetensors(monkeypatch, policy_dir):
 
 def test_no_pickle_loading_call_in_the_package():
     """A source scan: the package never calls torch.load or pickle.load(s)."""
-    root = Path(model_mod.__file__).parents[1]
+    root = Path(policy_mod.__file__).parents[1]
     offenders = [f"{p}:{n}" for p in root.rglob("*.py")
                  for n, line in enumerate(p.read_text().splitlines(), 1)
                  if ("torch.load(" in line or "pickle.load" in line)

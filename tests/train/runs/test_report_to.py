@@ -1,4 +1,4 @@
-"""``log.report_to`` (logging_utils.py): the trackers of a run, TRL's setting. TensorBoard
+"""``log.report_to`` (runs/metrics.py): the trackers of a run, TRL's setting. TensorBoard
 is written and read back here; a tracker that is not installed is refused with one line
 naming log.report_to; wandb / trackio go through one adapter (init / log / finish)."""
 import sys
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sharpo_train.runs import metrics as logging_utils
+from sharpo_train.runs import metrics
 from sharpo_train.cli import main
-from sharpo_train.settings.config import ConfigError, load_config
+from sharpo_train.errors import ConfigError
+from sharpo_train.settings.config import load_config
 from sharpo_train.errors import UsageError
 from sharpo_train.runs.metrics import MetricsLogger, check_report_to, parse_report_to
 
@@ -36,7 +37,7 @@ def test_values_are_checked_and_name_the_key():
 
 
 def test_a_tracker_that_is_not_installed_is_refused_in_one_line(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(logging_utils, "installed", lambda name: name == "tensorboard")
+    monkeypatch.setattr(metrics, "installed", lambda name: name == "tensorboard")
     with pytest.raises(UsageError, match=r"^log\.report_to: wandb is not installed"):
         check_report_to(["tensorboard", "wandb"])
     run = tmp_path / "run"
@@ -85,7 +86,7 @@ def test_wandb_and_trackio_get_init_log_finish(monkeypatch, tmp_path, name):
     fake.log = lambda data, step: calls.append(("log", data, step))
     fake.finish = lambda: calls.append(("finish",))
     monkeypatch.setitem(sys.modules, name, fake)
-    monkeypatch.setattr(logging_utils, "installed", lambda n: True)
+    monkeypatch.setattr(metrics, "installed", lambda n: True)
     run = tmp_path / "myrun"
     log = MetricsLogger(run, 1, tensorboard=False, progress=False, report_to=[name],
                         config={"method": "sharpo"})

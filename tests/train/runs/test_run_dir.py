@@ -20,7 +20,7 @@ from sharpo_train.runs.checkpoint import (CheckpointError, checkpoint_problem, l
                                           load_state, restore_optimizer, save_checkpoint)
 from sharpo_train.errors import UsageError
 from sharpo_train.io import read_jsonl
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.analysis.report.records import read_metrics
 from sharpo_train.runs.run_lock import RunDirBusyError, RunLock
 from sharpo_train.loops.trainer import NonFiniteTrainingError, Trainer, train

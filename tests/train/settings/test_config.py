@@ -2,8 +2,9 @@
 import pytest
 import yaml
 
-from sharpo_train.settings.config import (DEFAULT_CONFIG_PATH, Config, config_from_dict, load_config,
-                                          parse_override, save_config)
+from sharpo_train.settings.config import (DEFAULT_CONFIG_PATH, Config, config_from_dict, load_config, save_config)
+
+from sharpo_train.settings.loader import parse_override
 
 
 def test_embedded_default_loads_with_paper_estimator_defaults():
@@ -101,9 +102,13 @@ def test_cli_reports_a_bad_key_without_a_traceback(capsys):
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Optional  # noqa: E402
 
-from sharpo_train.settings.config import (ConfigError, ModelConfig, OverrideText,  # noqa: E402
-                                          apply_overrides, check_resume, load_settings,
-                                          parse_overrides, resume_changes, validate_settings)
+from sharpo_train.errors import ConfigError  # noqa: E402
+
+from sharpo_train.runs.resume import check_resume, resume_changes  # noqa: E402
+
+from sharpo_train.settings.config import ModelConfig  # noqa: E402
+
+from sharpo_train.settings.loader import (OverrideText, apply_overrides, load_settings, parse_overrides, validate_settings)  # noqa: E402
 
 
 @dataclass
@@ -278,13 +283,13 @@ def test_sane_values_pass(override):
 def test_env_key_lists_match_the_environments():
     from sharpo_train.settings.config import DTYPES
     from sharpo_train.envs import alfworld, get_spec, synthetic, webshop
-    from sharpo_train.models.model import _DTYPES
+    from sharpo_train.models.tiny import TORCH_DTYPES
     assert set(get_spec("alfworld").settings) == alfworld._KNOWN_KEYS
     assert set(get_spec("webshop").settings) == webshop._KNOWN_KEYS
     assert set(get_spec("alfworld").nested_settings["generate"]) == alfworld._GENERATE_KEYS
     assert set(get_spec("synthetic").settings) == synthetic._KNOWN
     assert set(get_spec("signs").settings) == synthetic._SIGNS_KNOWN
-    assert set(DTYPES) == set(_DTYPES)
+    assert set(DTYPES) == set(TORCH_DTYPES)
 
 
 def test_resume_may_change_only_what_does_not_define_the_run():
@@ -312,7 +317,7 @@ def test_resume_may_change_only_what_does_not_define_the_run():
 def test_paper_configs_are_one_base_plus_method_overrides():
     from pathlib import Path
 
-    from sharpo_train.settings.config import read_yaml_layers
+    from sharpo_train.settings.loader import read_yaml_layers
     root = Path(__file__).resolve().parents[3] / "configs"
     base = load_config(root / "paper_alfworld_base.yaml")
     want = {"paper_alfworld_grpo.yaml": {"method": "grpo"},
@@ -367,7 +372,7 @@ def test_demo_and_compare_settings():
 # there: Hydra's append), `++key=value` adds or sets.
 
 def test_plus_adds_a_key_the_config_lacks_and_refuses_one_it_has():
-    from sharpo_train.settings.config import split_override
+    from sharpo_train.settings.loader import split_override
     assert split_override("++a.b=1=2") == ("++", "a.b", "1=2")
     assert split_override(" +a=") == ("+", "a", "")
     cfg = load_config(None, ["+env.seed=3", "+env.generate.workers=1"])
@@ -407,3 +412,31 @@ def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
     assert "++total_steps=5" in plan.train_overrides
     with pytest.raises(ConfigError, match=r"^demo.train_games: \+demo.train_games=\.\.\. adds"):
         PipelinePlan.from_args("out", ["+demo.train_games=7"])
+
+
+def test_config_module_does_not_re_export_the_loader():
+    """The loader's names are imported from settings/loader.py (errors from errors.py, the
+    resume rules from runs/resume.py), never through settings/config.py, which holds the
+    trainer's schema only and has no re-export list."""
+    import ast
+    from pathlib import Path
+
+    import sharpo_train.settings.config as config
+    import sharpo_train.settings.loader as loader
+    assert not hasattr(config, "__all__")
+    owned = {n for n in vars(loader) if not n.startswith("_")} | {
+        "ConfigError", "UsageError", "RESUME_MAY_CHANGE", "check_resume", "resume_config",
+        "resume_changes"}
+    owned -= {n for n, v in vars(config).items() if getattr(v, "__module__", None) == config.__name__}
+    root = Path(__file__).resolve().parents[3]
+    offenders = []
+    for path in [*(root / "sharpo_train").rglob("*.py"), *(root / "tests").rglob("*.py"),
+                 *(root / "benchmarks").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("config") and \
+                    ("settings" in (node.module or "") or path.parent.name == "settings"):
+                offenders += [f"{path.name}: {a.name}" for a in node.names if a.name in owned]
+    assert offenders == []
+    from sharpo_train.runs.resume import RESUME_MAY_CHANGE, check_resume  # noqa: F401
+    from sharpo_train.settings.loader import flat_keys
+    assert flat_keys({"a": {"b": 1}, "c": 2}) == {"a.b": 1, "c": 2}

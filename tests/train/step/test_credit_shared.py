@@ -146,8 +146,8 @@ def test_trainer_step_stats_are_the_shared_ones():
 
 
 def test_credit_page_factor_is_the_kernels_coefficient():
-    """report/credit_colors.credit_factor == A~ / A_i the kernel applied on the segment."""
-    from sharpo_train.analysis.report.credit_colors import credit_factor
+    """report/explain_colors.credit_factor == A~ / A_i the kernel applied on the segment."""
+    from sharpo_train.analysis.report.explain_colors import credit_factor
     b = random_batch(10, 24, segments=(1, 4), seed=6, p_no_teacher=0.1, p_zero_advantage=0.0)
     lam = 0.3
     res = segment_advantage(**b, lam=lam, backend="torch")

@@ -6,7 +6,7 @@ from sharpo_train.envs.alfworld import prompts as alf
 from sharpo_train.envs.base import Task
 from sharpo_train.envs.corridor import prompts as corridor
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, prepend_hint
-from sharpo_train.models.model import build_tokenizer
+from sharpo_train.models.tokenizer import build_tokenizer
 from sharpo_train.step.rollout import Episode, Turn, chat_prompt_ids
 from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX, TASK_PREFIX
 from sharpo_train.hint import HintSettings, place_hint

@@ -7,8 +7,8 @@ import torch
 
 from sharpo_train.envs import env_prompts
 from sharpo_train.envs.base import Env, Observation, SerialEnvPool, StepResult, Task
-from sharpo_train.models.model import build_policy
-from sharpo_train.models.model import stop_token_ids
+from sharpo_train.models.policy import build_policy
+from sharpo_train.models.policy import stop_token_ids
 from sharpo_train.step.rollout import (chat_prompt_ids, collect_rollouts, fit_prompt, generate,
                                        sampling_kwargs)
 

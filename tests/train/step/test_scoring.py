@@ -4,7 +4,7 @@ import random
 import pytest
 import torch
 
-from sharpo_train.models.model import build_policy
+from sharpo_train.models.policy import build_policy
 from sharpo_train.step.rollout import chat_prompt_ids
 from sharpo_train.step.scoring import ScoreStats, build_tree, tree_logprobs
 from sharpo_train.step.teacher import teacher_prompt

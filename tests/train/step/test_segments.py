@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from sharpo_train.models.model import build_tokenizer
+from sharpo_train.models.tokenizer import build_tokenizer
 from sharpo_train.envs.base import Task
 from sharpo_train.step.rollout import Episode, Turn, chat_prompt_ids
 from sharpo_train.step.batch import StepBatch

@@ -43,7 +43,7 @@ def test_many_unclosed_tags_are_one_scan(n):
 
 
 def test_find_spans_of_a_degenerate_reply(tmp_path):
-    from sharpo_train.models.model import build_tokenizer
+    from sharpo_train.models.tokenizer import build_tokenizer
     from sharpo_train.step.segments import find_spans
     tok = build_tokenizer()
     ids = tok("<think>x</think>" + "<action>" * 5000, add_special_tokens=False)["input_ids"]

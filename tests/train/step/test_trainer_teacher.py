@@ -5,7 +5,7 @@ import pytest
 
 from sharpo_train.envs.alfworld import prompts as alf_prompts
 from sharpo_train.envs.base import Task
-from sharpo_train.models.model import build_tokenizer
+from sharpo_train.models.tokenizer import build_tokenizer
 from sharpo_train.step.rollout import Episode, Turn, chat_prompt_ids
 from sharpo_train.envs.turn_prompt import TASK_LINE_PREFIX
 from sharpo_train.hint import (HINT_PLACEMENTS, HINT_SEPARATOR, HintSettings, place_hint,
@@ -214,7 +214,7 @@ def test_hint_placement_tokens_through_the_model():
     hint; after_observation: the teacher shares the whole turn prompt with its student
     row, and the hint runs again for every distinct turn prompt."""
     import torch
-    from sharpo_train.models.model import build_policy
+    from sharpo_train.models.policy import build_policy
     from sharpo_train.step.scoring import ScoreStats, tree_logprobs
     torch.manual_seed(0)
     model, tok = build_policy({"hidden_size": 32, "num_layers": 1, "num_heads": 2,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from ._env_cli import non_negative, positive, run_logged
+from ..command_args import non_negative, positive, run_logged
 
 
 def cmd_play(args) -> int:

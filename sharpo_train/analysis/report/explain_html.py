@@ -1,6 +1,6 @@
 """The credit page of one group (`sharpo explain`): a self-contained HTML file (inline CSS,
 no scripts, no external assets) showing each rollout's turns with its segments shaded by
-what their tokens get relative to GRPO ((1 - lam) + lam * rho * w, report/credit_colors.py),
+what their tokens get relative to GRPO ((1 - lam) + lam * rho * w, report/explain_colors.py),
 the gap, weight and length factor of every segment, the hint the teacher saw, and
 the GRPO and SHARPO advantages side by side."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import html
 import math
 from typing import Optional
 
-from .credit_colors import credit_factor, factor_css, factor_scale, group_lam
+from .explain_colors import credit_factor, factor_css, factor_scale, group_lam
 from .records import rollout_succeeded
 
 _CSS = """

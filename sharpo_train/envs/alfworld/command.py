@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from ._env_cli import non_negative, positive, run_logged
+from ..command_args import non_negative, positive, run_logged
 
 
 def _pick_split(games: str, split: str | None) -> str:
@@ -37,7 +37,7 @@ def _set_data_env(games: str) -> None:
 
 def cmd_play(args) -> int:
     from sharpo_train.envs.alfworld import make_pool
-    from sharpo_train.envs.alfworld.evaluate import (expert_agent, format_table, play,
+    from sharpo_train.envs.alfworld.play import (expert_agent, format_table, play,
                                                      random_agent, records_to_json, success_table)
     from sharpo_train.envs.alfworld.games import discover_games, task_of
     from sharpo_train.runs.outputs import check_out_file, write_out_json
@@ -47,7 +47,7 @@ def cmd_play(args) -> int:
     split = _pick_split(args.games, args.split)
     tasks = [task_of(g) for g in discover_games(args.games, split, families=args.families)]
     if args.n:
-        from sharpo_train.loops.evaluate import balanced_tasks
+        from sharpo_train.envs.base import balanced_tasks
         tasks = balanced_tasks(tasks, args.n, f"play/{args.seed}")   # spread over families
     expert = args.expert if args.agent == "expert" else None
     act = expert_agent if args.agent == "expert" else random_agent(args.seed)

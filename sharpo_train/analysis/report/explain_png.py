@@ -1,6 +1,6 @@
 """A PNG of one group's credit: per rollout, its segments laid end to end (width = tokens,
 colour = the update relative to GRPO, (1 - lam) + lam * rho * w, in the HTML page's colours:
-report/credit_colors.py) and, beside it, the GRPO advantage against SHARPO's per-segment
+report/explain_colors.py) and, beside it, the GRPO advantage against SHARPO's per-segment
 advantage."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from ...io import atomic_write_bytes
-from .credit_colors import credit_factor, factor_rgb, factor_scale, group_lam
+from .explain_colors import credit_factor, factor_rgb, factor_scale, group_lam
 from .records import rollout_succeeded
 
 
