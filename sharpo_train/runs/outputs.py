@@ -31,16 +31,22 @@ SFT_MARKER = ".sharpo-sft"       # written into every `sharpo sft --out` folder
 SFT_FORMAT = "sharpo-sft/1"
 
 
+def _refuse_link_or_system(p: Path, key: str, link_what: str, refusal: str) -> None:
+    """UsageError (naming ``key``) when ``p`` is a symbolic link or a system folder / the
+    home directory (``system_folder``)."""
+    if p.is_symlink():
+        raise UsageError(f"{key}: {p} is a symbolic link; {link_what} "
+                         f"(remove it or choose another path)")
+    why = system_folder(p)
+    if why:
+        raise UsageError(f"{key}: {refusal.format(path=repr(str(p)))}: {why}")
+
+
 def check_out_file(path: str | Path, key: str, force: bool = False) -> Path:
     """UsageError/FileExistsError (naming ``key``) unless ``path`` may be written as an
     output file. Creates nothing."""
     p = Path(path)
-    if p.is_symlink():
-        raise UsageError(f"{key}: {p} is a symbolic link; sharpo never writes through a "
-                         f"link (remove it or choose another path)")
-    why = system_folder(p)
-    if why:
-        raise UsageError(f"{key}: refusing to write {str(p)!r}: {why}")
+    _refuse_link_or_system(p, key, "sharpo never writes through a link", "refusing to write {path}")
     if p.exists() and not p.is_file():
         raise UsageError(f"{key}: {p} exists and is not a regular file")
     if p.exists() and not force:
@@ -118,12 +124,8 @@ def check_out_folder(path: str | Path, key: str, force: bool, is_ours, what: str
     accepted by ``is_ours`` (``what``: what such a folder is), or any folder with
     ``force``. Creates nothing."""
     p = Path(path)
-    if p.is_symlink():
-        raise UsageError(f"{key}: {p} is a symbolic link; sharpo writes into a real folder, "
-                         f"never through a link (remove it or choose another path)")
-    why = system_folder(p)
-    if why:
-        raise UsageError(f"{key}: refusing {str(p)!r} as an output folder: {why}")
+    _refuse_link_or_system(p, key, "sharpo writes into a real folder, never through a link",
+                           "refusing {path} as an output folder")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
     for parent in p.absolute().parents:

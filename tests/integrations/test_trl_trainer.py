@@ -6,8 +6,8 @@ full forward pass."""
 import pytest
 import torch
 
-from integrations.trl_support import (check_step, config, needs_smollm2_files, needs_trl, same_rows,
-                                      script_sampling, tiny_policy, train_recorded)
+from integrations.trl_support import (DoorRoom, check_step, config, needs_smollm2_files, needs_trl, same_rows,
+                                      script_sampling, tiny_policy, tool_turn, train_recorded)
 
 pytestmark = needs_trl
 
@@ -47,28 +47,6 @@ def test_single_turn_train(tmp_path):
     keys = step_stats(StepStatInputs(*(torch.zeros(0),) * 3, torch.zeros(0, dtype=torch.bool)),
                       alpha=0.5, tau=1.0).keys()
     assert len(logged) == 3 and all(keys <= h.keys() for h in logged)
-
-
-class DoorRoom:
-    """A two-turn environment: the agent calls `act` once, then answers."""
-
-    def reset(self, **kwargs):
-        self.opened = False
-        return None
-
-    def act(self, command: str) -> str:
-        """Run one command in the room.
-
-        Args:
-            command: The command to run, for example "open door".
-        """
-        self.opened = self.opened or command == "open door"
-        return "The door is open." if self.opened else "Nothing happens."
-
-
-def tool_turn(command):
-    return (f"<think>try it</think><action>{command}</action>\n<tool_call>\n"
-            f'{{"name": "act", "arguments": {{"command": "{command}"}}}}\n</tool_call>')
 
 
 def chat_data(n=8):

@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from integrations.trl_support import config, needs_trl, script_sampling, tiny_policy, train_recorded
+from integrations.trl_support import (DoorRoom, config, needs_trl, script_sampling, tiny_policy, tool_turn,
+                                      train_recorded)
 
 pytestmark = needs_trl
 
@@ -53,28 +54,6 @@ def test_a_window_with_teachers_does_not_warn(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         train_recorded(trainer, 1)
     assert not warnings_of(caplog, "no completion had a teacher")
-
-
-class DoorRoom:
-    """The agent calls `act` once, then answers."""
-
-    def reset(self, **kwargs):
-        self.opened = False
-        return None
-
-    def act(self, command: str) -> str:
-        """Run one command in the room.
-
-        Args:
-            command: The command to run, for example "open door".
-        """
-        self.opened = self.opened or command == "open door"
-        return "The door is open." if self.opened else "Nothing happens."
-
-
-def tool_turn(command):
-    return (f"<think>try it</think><action>{command}</action>\n<tool_call>\n"
-            f'{{"name": "act", "arguments": {{"command": "{command}"}}}}\n</tool_call>')
 
 
 def multi_turn_trainer(tmp_path, length, max_steps=1, max_hint_tokens=64):

@@ -180,3 +180,25 @@ def check_step(step, tok, G, lam=0.5, tau=0.5, plain=False):
     # no teacher: GRPO's advantage on every trained token
     no = ~rows
     torch.testing.assert_close(step["advantages"][no], (step["base"][:, None] * step["loss_mask"])[no].float())
+
+
+class DoorRoom:
+    """A two-turn environment: the agent calls `act` once, then answers."""
+
+    def reset(self, **kwargs):
+        self.opened = False
+        return None
+
+    def act(self, command: str) -> str:
+        """Run one command in the room.
+
+        Args:
+            command: The command to run, for example "open door".
+        """
+        self.opened = self.opened or command == "open door"
+        return "The door is open." if self.opened else "Nothing happens."
+
+
+def tool_turn(command):
+    return (f"<think>try it</think><action>{command}</action>\n<tool_call>\n"
+            f'{{"name": "act", "arguments": {{"command": "{command}"}}}}\n</tool_call>')
