@@ -185,3 +185,47 @@ def test_credit_record_and_explain_page_show_the_oracle_next_to_the_method():
     seg = rec["groups"][0]["rollouts"][0]["turns"][0]["segments"]
     assert "advantage_oracle" not in seg[0]
     assert "A (oracle)" not in _segment_table([(1, 0, seg[0])])
+
+
+def _loop_oracle(base, label, mask, traj, part):
+    """Row-by-row reading of the oracle table (estimators/oracle.py), float64."""
+    B = len(base)
+    tokens = [float(mask[b].sum()) for b in range(B)]
+    cred = [(base[b] > 0 and label[b] > 0) or (base[b] < 0 and label[b] < 0) for b in range(B)]
+    n = {}
+    c = {}
+    for b in range(B):
+        n[int(traj[b])] = n.get(int(traj[b]), 0.0) + tokens[b]
+        c[int(traj[b])] = c.get(int(traj[b]), 0.0) + (tokens[b] if cred[b] else 0.0)
+    out = torch.zeros(mask.shape, dtype=torch.float64)
+    for b in range(B):
+        i = int(traj[b])
+        s = n[i] / c[i] if c[i] > 0 else 0.0
+        a = float(base[b])
+        f = {"mask": float(cred[b]), "equal_total": float(cred[b]) * s,
+             "free_zero": float(label[b] != 0), "spare_right": float(not (a < 0 and label[b] > 0)),
+             "blame_wrong": s if (a < 0 and label[b] < 0) else 1.0}[part]
+        out[b] = a * f * mask[b].double()
+    return out
+
+
+@pytest.mark.parametrize("part", PARTS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_oracle_parts_match_a_loop_reading_on_random_rows(part, seed):
+    g = torch.Generator().manual_seed(seed)
+    B, L, n_traj = 37, 13, 7                                    # odd sizes
+    traj = torch.randint(0, n_traj, (B,), generator=g)
+    ep_adv = torch.randn(n_traj, generator=g, dtype=torch.float64)
+    ep_adv[0] = 0.0                                             # a rollout with A_i = 0
+    base = ep_adv[traj]
+    label = torch.randint(-1, 2, (B,), generator=g).to(torch.float64)
+    mask = (torch.rand(B, L, generator=g) < 0.7).to(torch.float64)
+    got = oracle_token_advantages(base, label, mask, traj, part)
+    torch.testing.assert_close(got, _loop_oracle(base, label, mask, traj, part), rtol=1e-12, atol=1e-12)
+    assert torch.isfinite(got).all()
+
+
+def test_oracle_unknown_part_is_named():
+    t = torch.zeros(2)
+    with pytest.raises(ValueError, match="^part: expected one of"):
+        oracle_token_advantages(t, t, torch.ones(2, 3), torch.zeros(2, dtype=torch.long), "everything")
