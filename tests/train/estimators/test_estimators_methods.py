@@ -397,6 +397,21 @@ def test_compare_parses_every_registered_method():
             parse_methods(bad)
 
 
+
+def test_compare_arm_may_set_a_reward_setting_but_no_task_setting():
+    """An arm's @env.<key> is allowed for an environment's reward settings only
+    (EnvSpec.reward_settings: the corridor's format_penalty), never for what draws tasks."""
+    from sharpo_train.errors import ConfigError
+    from sharpo_train.recipes.settings import parse_methods
+    (label, slug, overrides), = parse_methods("grpo@env.format_penalty=0.5")
+    assert slug == "grpo-format_penalty0.5" and overrides == ["method=grpo",
+                                                              "env.format_penalty=0.5"]
+    cfg = load_config(None, ["env.name=corridor", *overrides[1:]])
+    assert cfg.env["format_penalty"] == 0.5
+    for bad in ("grpo@env.num_turns=5", "grpo@env.seed=1", "grpo@env.name=alfworld"):
+        with pytest.raises(ConfigError, match="reward setting .*env.format_penalty"):
+            parse_methods(bad)
+
 # ------------------------------------------------------------------ SHARPO weight_segments
 
 def test_sharpo_weight_segments_action_keeps_w_1_on_reasoning_only():
