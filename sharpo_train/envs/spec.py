@@ -58,6 +58,10 @@ class RecipeSpec:
     # defaults between the recipe's and the user's overrides: {"demo" | "sft" | "train" |
     # "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a DemoConfig field's value
     defaults: Mapping[str, list] = field(default_factory=dict)
+    # env config (the user's env.* settings, e.g. {"name": "corridor", "num_turns": 15}) ->
+    # {"sft" | "train": [key=value, ...]}: defaults that follow the environment's size,
+    # applied after ``defaults`` (and before the --quick ones and the user's)
+    sized_defaults: Callable = lambda env_config: {}
 
 
 @dataclass(frozen=True)
