@@ -134,6 +134,9 @@ class EnvSpec:
                                             # True/False/None: *exact* credit labels, read by
                                             # the oracle estimators and teacher.oracle
                                             # (estimators/oracle.py); None: the env has none
+    reward_settings: Sequence[str] = ()     # env.<key>s that change what an episode pays,
+                                            # not which tasks exist (a `sharpo compare`
+                                            # arm may set them: recipes/schema.py)
     train_defaults: Optional[Callable] = None   # env config -> {dotted trainer key: value}
                                             # (e.g. {"rollout.max_turns": 10}): what a run
                                             # of this env gets unless the user or a settings
@@ -147,6 +150,10 @@ class EnvSpec:
     def __post_init__(self):
         if "name" not in self.settings:
             raise ValueError(f"EnvSpec {self.name!r}: settings must hold 'name'")
+        for key in self.reward_settings:
+            if key not in self.settings:
+                raise ValueError(f"EnvSpec {self.name!r}: reward setting {key!r} is not in "
+                                 "its settings")
         for fn in ("render_turn_prompt", "parse_action", "render_hint"):
             if not callable(getattr(self.prompts, fn, None)):
                 raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")

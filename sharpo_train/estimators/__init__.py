@@ -117,6 +117,7 @@ def fill_episode_advantages(batch: StepBatch, params: GroupParams) -> torch.Tens
 
 
 WEIGHT_SEGMENTS = ("all", "action")
+WEIGHT_SIDES = ("both", "down")
 
 
 @dataclass
@@ -129,6 +130,10 @@ class SharpoParams(GroupParams):
     # which segments get the teacher-gap weight w (docs/estimators.md, weight_segments):
     # "all" (the method, §4) or "action" (deviation: reasoning segments keep w = 1)
     weight_segments: str = "all"
+    # which way w may move (docs/estimators.md, weight_side): "both" (the method, §4:
+    # w in [1 - alpha, 1 + alpha]) or "down" (deviation: w in [1 - alpha, 1], the teacher
+    # only takes credit away)
+    weight_side: str = "both"
     # A_i of §4 per row: a registered base-advantage estimator (grpo: §1; gigpo: GiGPO's
     # episode + step advantage; docs/estimators.md, SHARPO over another base)
     base: str = "grpo"
@@ -145,6 +150,8 @@ class SharpoParams(GroupParams):
         in_range(self, "rho_max", 0, 1000, lo_open=True)
         need(self.weight_segments in WEIGHT_SEGMENTS, "weight_segments",
              f"one of {list(WEIGHT_SEGMENTS)}", self.weight_segments)
+        need(self.weight_side in WEIGHT_SIDES, "weight_side",
+             f"one of {list(WEIGHT_SIDES)}", self.weight_side)
         need(self.backend is None or self.backend in SEGMENT_ADVANTAGE_BACKENDS, "backend",
              f"null (automatic) or one of {list(SEGMENT_ADVANTAGE_BACKENDS)}", self.backend)
         bases = base_estimators()
@@ -201,12 +208,36 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
         # reasoning tokens: teacher = student, so gap_k = 0 and w_k = 1 exactly (§4);
         # rho and the action segments are unchanged. [B, L]
         teacher = torch.where(segment_kind_mask(batch, "think", "sharpo"), student, teacher)
-    seg = segment_advantage(teacher, student, batch.segment_ids, base, has_teacher=has_teacher,
-                            response_mask=batch.response_mask, traj_index=batch.traj_index,
-                            backend=cfg.backend, **SharpoCoefficients.of(cfg).kwargs())
+    def weigh(teacher: torch.Tensor):
+        return segment_advantage(teacher, student, batch.segment_ids, base,
+                                 has_teacher=has_teacher, response_mask=batch.response_mask,
+                                 traj_index=batch.traj_index, backend=cfg.backend,
+                                 **SharpoCoefficients.of(cfg).kwargs())
+
+    seg = weigh(teacher)
+    if cfg.weight_side == "down":
+        # the records keep the teacher's own gap; weights and advantages are the capped ones
+        first = seg
+        seg = weigh(silence_raising_segments(teacher, student, batch.segment_ids, base,
+                                             first.gap))._replace(gap=first.gap)
     stats = sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
                               traj_index=batch.traj_index)
     return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
+
+
+def silence_raising_segments(teacher: torch.Tensor, student: torch.Tensor,
+                             segment_ids: torch.Tensor, base: torch.Tensor,
+                             gap: torch.Tensor) -> torch.Tensor:
+    """estimator.weight_side=down (a deviation, docs/estimators.md): [B, L] teacher
+    log-probs with ``teacher = student`` on every segment whose §4 weight would exceed 1
+    (sign(A_i) * gap_{i,k} > 0; gap [B, Kmax] from a first pass, NaN never), so its gap is
+    exactly 0 and w = 1 there: w = min(w, 1). rho and the other segments are unchanged."""
+    if gap.shape[1] == 0:
+        return teacher
+    ids = segment_ids.long()                                           # [B, L], -1 = none
+    tok_gap = gap.gather(1, ids.clamp(min=0, max=gap.shape[1] - 1))    # [B, L]
+    raising = (ids >= 0) & (torch.sign(base.float())[:, None] * tok_gap > 0)
+    return torch.where(raising, student, teacher)
 
 
 @register_estimator("sharpo_rho", params=SharpoParams, knob="lam", label="SHARPO ρ-only")

@@ -87,14 +87,18 @@ METHOD_EXTRA_PREFIXES = ("estimator.", "optim.", "teacher.", "loss.")
 def split_method(item: str) -> tuple[str, list[str]]:
     """'sharpo:1@estimator.alpha=0.9@optim.lr=2e-3' -> ('sharpo:1', ['estimator.alpha=0.9',
     'optim.lr=2e-3']): an arm of `sharpo compare --methods` with its own trainer settings
-    (``estimator.*``, ``optim.*``, ``teacher.*``, ``loss.*``), checked by the trainer's
-    config loader; a ConfigError naming the item otherwise."""
+    (``estimator.*``, ``optim.*``, ``teacher.*``, ``loss.*``, and an environment's reward
+    settings such as ``env.format_penalty``), checked by the trainer's config loader; a
+    ConfigError naming the item otherwise."""
     base, *extras = item.strip().split("@")
+    rewards = _reward_keys()
     for x in extras:
         key = x.partition("=")[0].strip()
-        if "=" not in x or not key.startswith(METHOD_EXTRA_PREFIXES):
+        if "=" not in x or not (key.startswith(METHOD_EXTRA_PREFIXES) or key in rewards):
             raise ConfigError(f"methods: {item!r}: expected NAME[:value]@key=value with key "
-                              f"under {', '.join(METHOD_EXTRA_PREFIXES)}, got {x!r}")
+                              f"under {', '.join(METHOD_EXTRA_PREFIXES)} or an environment's "
+                              f"reward setting ({', '.join(sorted(rewards)) or 'none'}), "
+                              f"got {x!r}")
     if extras:
         try:
             load_config(None, extras)
@@ -104,6 +108,13 @@ def split_method(item: str) -> tuple[str, list[str]]:
             if not any(_valid_with(extras, env) for env in _labelled_envs()):
                 raise ConfigError(f"methods: {item!r}: {exc}") from None
     return base.strip(), [x.strip() for x in extras]
+
+
+def _reward_keys() -> set[str]:
+    """env.<key>s an arm may set: the environments' reward settings (EnvSpec.reward_settings;
+    they change what an episode pays, never the tasks, the warm start or the held-out set)."""
+    from ..envs import ENVS, get_spec
+    return {f"env.{k}" for name in ENVS for k in get_spec(name).reward_settings}
 
 
 def _labelled_envs() -> list[str]:

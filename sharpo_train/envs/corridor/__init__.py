@@ -12,7 +12,9 @@ Entry point for the trainer::
 
 env_config keys (all optional; ``KNOWN_KEYS``): num_turns (10), num_decisive (3),
 num_actions (2), clues_per_action (2), num_train (500), num_eval (200), seed (0: the lamp
-code and the train draw; held-out tasks from seed + 1, never a train layout).
+code and the train draw; held-out tasks from seed + 1, never a train layout),
+format_penalty (0.0: a reward setting, not a task one; an invalid reply costs
+format_penalty / num_turns of the final reward, docs/corridor.md "Format penalty").
 
 Submodules: engine (CorridorEnv, tasks, ``decisive_labels``), prompts, agents (expert,
 random, play), demos.
@@ -20,17 +22,20 @@ random, play), demos.
 from __future__ import annotations
 
 from ..base import EnvSuite, SerialEnvPool
+from ...errors import ConfigError
 from ..env_config import check_env_config
 from . import prompts
 from .engine import FAMILY, CorridorEnv, CorridorSettings, decisive_labels, make_tasks
 from .prompts import parse_action, render_hint, render_turn_prompt
 
+# reward settings: they change what an episode pays, not which tasks exist
+REWARD_KEYS = ("format_penalty",)
 # env.<key> -> (type, lo, hi) (config.check_env reads it through the EnvSpec, spec.py);
 # CorridorSettings.check applies the same ranges and the cross-key ones
 SETTINGS = {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
             "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
             "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-            "seed": (int, 0, None)}
+            "seed": (int, 0, None), "format_penalty": (float, 0.0, 1.0)}
 KNOWN_KEYS = set(SETTINGS)
 FAMILIES = [FAMILY]
 
@@ -38,7 +43,17 @@ FAMILIES = [FAMILY]
 def settings_of(env_config: dict) -> CorridorSettings:
     """The CorridorSettings of an env config (unknown keys and bad values: ValueError)."""
     check_env_config(env_config, KNOWN_KEYS, "corridor")
-    return CorridorSettings(**{k: v for k, v in env_config.items() if k != "name"}).check()
+    return CorridorSettings(**{k: v for k, v in env_config.items()
+                               if k != "name" and k not in REWARD_KEYS}).check()
+
+
+def format_penalty_of(env_config: dict) -> float:
+    """env.format_penalty in [0, 1] (default 0: the reward is success only)."""
+    check_env_config(env_config, KNOWN_KEYS, "corridor")
+    v = env_config.get("format_penalty", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ConfigError(f"env.format_penalty: expected a number in [0, 1], got {v!r}")
+    return float(v)
 
 
 # a reply is "<think>a red lamp</think><action>left</action>": about 20 tokens
@@ -55,7 +70,10 @@ def train_defaults(env_config: dict) -> dict:
 
 def make_suite(env_config: dict) -> EnvSuite:
     train, evals = make_tasks(settings_of(env_config))
-    return EnvSuite(train, evals, lambda n=None: SerialEnvPool(CorridorEnv), list(FAMILIES))
+    penalty = format_penalty_of(env_config)
+    return EnvSuite(train, evals,
+                    lambda n=None: SerialEnvPool(lambda: CorridorEnv(format_penalty=penalty)),
+                    list(FAMILIES))
 
 
 def label_episodes(episodes) -> list[list]:

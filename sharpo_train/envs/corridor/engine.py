@@ -165,10 +165,14 @@ def turn_text(turn: int, n: int, lamp: Optional[str]) -> str:
 class CorridorEnv(Env):
     """One corridor episode at a time (docs/corridor.md)."""
 
-    def __init__(self):
+    def __init__(self, format_penalty: float = 0.0):
+        # env.format_penalty: each invalid reply costs format_penalty / turns of the final
+        # reward (0: the reward is 1 for a success, else 0)
+        self.format_penalty = float(format_penalty)
         self.spec: dict = {}
         self.turn = 0
         self.right = 0
+        self.invalid = 0
 
     def _obs(self, text: str) -> Observation:
         return Observation(text, TASK_TEXT, list(self.spec["actions"]))
@@ -179,7 +183,7 @@ class CorridorEnv(Env):
 
     def reset(self, task: Task) -> Observation:
         self.spec = task_spec(task)
-        self.turn, self.right = 1, 0
+        self.turn, self.right, self.invalid = 1, 0, 0
         return self._obs("You enter a corridor of doors. "
                          + turn_text(1, self.spec["turns"], self._lamp()))
 
@@ -191,6 +195,7 @@ class CorridorEnv(Env):
         if action in doors:
             feedback = f"You went {action}" + (f" under the {d[0]} lamp." if d else ".")
         else:
+            self.invalid += 1
             shown = "no action" if action is None else repr(action)
             feedback = (f"Invalid action {shown}: the doors are {', '.join(doors)}. "
                         f"You stumble on.")
@@ -202,5 +207,6 @@ class CorridorEnv(Env):
                               0.0, False, {"won": False})
         won = self.right == len(self.spec["decisive"])
         end = "The exit opens." if won else "The exit stays locked."
-        return StepResult(self._obs(f"{feedback} {end}"), 1.0 if won else 0.0, True,
-                          {"won": won, "decisive_right": self.right})
+        reward = (1.0 if won else 0.0) - self.format_penalty * self.invalid / n
+        return StepResult(self._obs(f"{feedback} {end}"), reward, True,
+                          {"won": won, "decisive_right": self.right, "invalid": self.invalid})

@@ -77,6 +77,28 @@ def test_bad_actions_get_a_clear_message_and_count_as_wrong_at_a_lamp():
         env.step("left")
 
 
+
+@pytest.mark.parametrize("penalty", [0.0, 0.3, 1.0])
+def test_format_penalty_costs_each_invalid_reply_a_share_of_the_reward(penalty):
+    """env.format_penalty: reward = success - penalty * invalid replies / turns; success,
+    the tasks and the labels are unchanged."""
+    suite = make_suite({"name": "corridor", "format_penalty": penalty})
+    assert [t.source for t in suite.train_tasks] == [t.source for t in _suite().train_tasks]
+    task = suite.train_tasks[0]
+    lamps = {int(t): d[1] for t, d in task_spec(task)["decisive"].items()}
+    free = [t for t in range(1, 11) if t not in lamps]
+    for bad_turns, won in (([], True), (free[:2], True), ([*free[:1], min(lamps)], False)):
+        pool = suite.make_pool(1)
+        pool.reset([task])
+        for turn in range(1, 11):
+            res = pool.step({0: None if turn in bad_turns else lamps.get(turn, "left")})[0]
+        assert res.done and res.info["won"] == won and res.info["invalid"] == len(bad_turns)
+        assert res.reward == pytest.approx(float(won) - penalty * len(bad_turns) / 10, abs=1e-12)
+    for bad in (-0.1, 1.5, "high", True):
+        with pytest.raises(ValueError, match="env.format_penalty"):
+            make_suite({"name": "corridor", "format_penalty": bad})
+
+
 def test_deterministic_per_seed_and_heldout_never_repeats_a_train_layout():
     a, b, c = _suite(seed=3), _suite(seed=3), _suite(seed=4)
     assert [t.source for t in a.train_tasks] == [t.source for t in b.train_tasks]

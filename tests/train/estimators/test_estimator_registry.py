@@ -22,7 +22,8 @@ USER_KEYS = {"norm_std", "eps", "lam", "alpha", "tau", "rho_min", "rho_max", "ba
              "rlsd_warmdown_steps", "rlsd_clip_eps", "opsd_coef", "sdar_coef", "sdar_beta",
              "empg_k", "empg_k_future", "empg_zeta",
              "weight_segments",   # added by issue 20 (default "all": the method)
-             "base"}              # added by issue 28 (default "grpo": the method)
+             "base",              # added by issue 28 (default "grpo": the method)
+             "weight_side"}       # added by issue 29 (default "both": the method)
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_user_facing_keys_and_defaults_are_kept():
     assert (e.norm_std, e.eps, e.gigpo_gamma, e.gigpo_mode, e.rlsd_lam, e.rlsd_warmdown_steps,
             e.opsd_coef, e.sdar_beta, e.empg_zeta) == (True, 1e-6, 0.95, "mean_norm", 0.5, 50,
                                                        0.1, 5.0, 0.1)
-    assert e.weight_segments == "all" and e.base == "grpo"
+    assert e.weight_segments == "all" and e.base == "grpo" and e.weight_side == "both"
 
 
 def test_each_method_gets_its_own_params_with_the_config_values():

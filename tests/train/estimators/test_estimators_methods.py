@@ -397,6 +397,21 @@ def test_compare_parses_every_registered_method():
             parse_methods(bad)
 
 
+
+def test_compare_arm_may_set_a_reward_setting_but_no_task_setting():
+    """An arm's @env.<key> is allowed for an environment's reward settings only
+    (EnvSpec.reward_settings: the corridor's format_penalty), never for what draws tasks."""
+    from sharpo_train.errors import ConfigError
+    from sharpo_train.recipes.settings import parse_methods
+    (label, slug, overrides), = parse_methods("grpo@env.format_penalty=0.5")
+    assert slug == "grpo-format_penalty0.5" and overrides == ["method=grpo",
+                                                              "env.format_penalty=0.5"]
+    cfg = load_config(None, ["env.name=corridor", *overrides[1:]])
+    assert cfg.env["format_penalty"] == 0.5
+    for bad in ("grpo@env.num_turns=5", "grpo@env.seed=1", "grpo@env.name=alfworld"):
+        with pytest.raises(ConfigError, match="reward setting .*env.format_penalty"):
+            parse_methods(bad)
+
 # ------------------------------------------------------------------ SHARPO weight_segments
 
 def test_sharpo_weight_segments_action_keeps_w_1_on_reasoning_only():
@@ -420,3 +435,36 @@ def test_sharpo_weight_segments_action_keeps_w_1_on_reasoning_only():
     assert (full[think] - w1[think]).abs().max() > 1e-3
     with pytest.raises(ValueError, match="weight_segments"):
         EstimatorConfig(weight_segments="think").params("sharpo").validate()
+
+
+# ------------------------------------------------------------------ SHARPO weight_side
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sharpo_weight_side_down_caps_w_at_1_and_keeps_the_rest(seed):
+    """estimator.weight_side=down: every token gets A_i * ((1 - lam) + lam * rho * min(w, 1))
+    with w, rho the method's (``both``) values, read back segment by segment in float64;
+    the records keep the teacher's own gap."""
+    b = teacher_batch()
+    g = torch.Generator().manual_seed(seed)
+    b.teacher_logp = b.old_logp + torch.randn(len(b), b.width, generator=g) * b.response_mask
+    kw = dict(lam=0.7, alpha=0.8, tau=0.3)
+    run = lambda side: ESTIMATORS["sharpo"].fn(
+        b, EstimatorConfig(weight_side=side, **kw).params("sharpo"))
+    both, down = run("both"), run("down")
+    A = both.base.double()                                             # [B]
+    expected = both.advantages.double().clone()
+    raised = 0
+    for i in range(len(b)):
+        for k in range(int(both.segments.num_segments[i])):
+            w = float(both.segments.weight[i, k])
+            rho = float(both.segments.length_factor[i, k])
+            tok = (b.segment_ids[i] == k) & (b.response_mask[i] != 0)
+            raised += w > 1
+            expected[i, tok] = float(A[i]) * ((1 - 0.7) + 0.7 * rho * min(w, 1.0))
+    assert raised > 0                                       # the setting matters here
+    torch.testing.assert_close(down.advantages.double(), expected, rtol=0, atol=1e-5)
+    w_down = down.segments.weight
+    assert bool((w_down[~w_down.isnan()] <= 1).all())
+    torch.testing.assert_close(down.segments.gap, both.segments.gap, equal_nan=True)
+    with pytest.raises(ValueError, match="weight_side"):
+        EstimatorConfig(weight_side="up").params("sharpo").validate()
