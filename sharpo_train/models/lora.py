@@ -32,8 +32,8 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
+from . import tiny
 from .named import NAMED_MODELS, named_model_dir
-from .tiny import available_memory_bytes
 
 # model.lora.targets (settings/config.py LoraSettings): the default, and the names refused
 # there (the output head and the embeddings, across architectures; check_targets also
@@ -116,7 +116,7 @@ def check_lora_fits(model, rank: int, targets) -> None:
     p = next(model.parameters())
     need = n * (16 if p.dtype == torch.float32 else 2 * 2 + 4 + 8)
     device = "cuda" if p.device.type == "cuda" else "cpu"
-    free = available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
+    free = tiny.available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
     if free is not None and need > free:
         raise UsageError(f"model.lora.rank: rank-{rank} adapters on {list(targets)} have "
                          f"{n:,} parameters and need about {need / 2**30:.1f} GiB for weights, "
