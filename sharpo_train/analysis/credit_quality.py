@@ -41,7 +41,6 @@ from ..settings.config import Config
 from ..envs.base import Task
 from ..envs.registry import DEFAULT_ENV, get_spec
 from ..estimators import ESTIMATORS
-from ..estimators.oracle import LABELS_KEY
 from ..io import atomic_write_json, loads_json
 from ..settings.loader import load_settings
 from ..step.rollout import Episode, Turn
@@ -351,7 +350,7 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
         if exact is None:
             exact = get_spec(env).exact_labels is not None and get_spec(env).load("exact_labels")
         if exact:          # the oracle estimators' input (estimators/oracle.py)
-            batch.meta[LABELS_KEY] = exact(batch.episodes)
+            batch.credit_labels = exact(batch.episodes)
         offset = (k + 1) * 1_000_000
         for m in names:
             est = ESTIMATORS[m]

@@ -5,7 +5,8 @@ games when ../shared/data/alfworld is present), and write a results table per fa
 learning-curve PNG and a credit report. Rerunning with the same --run-dir resumes (older
 spellings: --out DIR, run_dir=DIR).
 
-Overrides: demo.<key> (sizes: train_games, eval_games, game_size, real_eval_games, ...),
+Overrides: demo.<key> (sizes: train_games, eval_games, ...; the environment may add its
+own keys, e.g. the generated games' size: --print-config lists them, docs/training.md),
 sft.<key> (warm start: max_steps, lr, model.hidden_size, ...), anything else is a trainer
 key (total_steps=30, method=grpo, estimator.lam=0.05); `+key=value` / `++key=value` as for
 `sharpo train`. --print-config prints every resolved setting (demo.*, sft.*, the RL run's

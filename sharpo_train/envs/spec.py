@@ -35,8 +35,9 @@ def resolve(target: str) -> Any:
 @dataclass(frozen=True)
 class RecipeSpec:
     """What `sharpo demo` / `sharpo compare` need from an environment
-    (sharpo_train/recipes/). ``s`` is the recipe's DemoConfig, ``cfg`` an RL run's trainer
-    config (recipes.phases.train_config), ``path`` the first phase's output under RUN."""
+    (sharpo_train/recipes/). ``s`` is the recipe's settings (DemoConfig's fields and the
+    environment's own ``settings``), ``cfg`` an RL run's trainer config
+    (recipes.phases.train_config), ``path`` the first phase's output under RUN."""
 
     tasks_phase: str      # name of the first phase in RUN/pipeline.json ("games", "goals")
     tasks_path: str       # its output under RUN
@@ -49,19 +50,29 @@ class RecipeSpec:
     warm_data: Callable       # s -> where the expert demonstrations came from (report text)
     real_eval: Callable = lambda s: (None, [])   # s -> (root, tasks) of an extra real-game
                                                  # sample; (None, []) if none
+    real_turns: Callable = lambda s: None        # s -> turn limit on that sample (None: the
+                                                 # trainer's rollout.max_turns)
     real_label: str = ""          # report heading of that sample ("Real ALFWorld valid_seen games")
     real_missing: str = ""        # report note when no real sample was found ("": none)
+    tasks_note: Callable = lambda s: ""          # s -> what the compare report adds after
+                                                 # warm_data (" (size tiny)": the games' size)
     setup: Callable = lambda out: None           # once, before any phase (e.g. env vars)
     eval_decoding: str = "greedy"     # report text: how the held-out evaluation decodes
     task_word: str = "game"           # report text: what one held-out episode plays
     demo_word: str = "expert"         # report text: who played the demonstrations
     # defaults between the recipe's and the user's overrides: {"demo" | "sft" | "train" |
-    # "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a DemoConfig field's value
+    # "quick_demo" | "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a value of
+    # ``s`` (a DemoConfig field or one of ``settings``)
     defaults: Mapping[str, list] = field(default_factory=dict)
     # env config (the user's env.* settings, e.g. {"name": "corridor", "num_turns": 15}) ->
     # {"sft" | "train": [key=value, ...]}: defaults that follow the environment's size,
     # applied after ``defaults`` (and before the --quick ones and the user's)
     sized_defaults: Callable = lambda env_config: {}
+    # the environment's own ``demo.<key>`` settings: a dataclass (every field with a default;
+    # ``validate()`` raising errors.ConfigError that starts with the key), joined to
+    # DemoConfig's env-neutral ones in ``s`` for a run of this environment
+    # (recipes/schema.py: settings_class); None: it has none
+    settings: Optional[type] = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ ceiling, not a method").
 
 An environment with exact labels (``EnvSpec.exact_labels``: the corridor's lamp turns,
 envs/corridor/labels.py) lets the trainer put them on the batch before credit
-(``batch.meta["credit_labels"]`` [N][turns]: True = a right move, False = a wrong one,
+(``batch.credit_labels`` [N][turns]: True = a right move, False = a wrong one,
 None = a move that did not matter). Row b (episode i, turn t) gets the label ``y_b`` in
 {+1, -1, 0} and GRPO's ``A_i`` (docs/method.md §1). "Credited" rows are the ones the
 outcome is about:
@@ -34,19 +34,18 @@ import torch
 from ..step.batch import StepBatch
 from .registry import CreditOutput, GroupParams, register_estimator
 
-LABELS_KEY = "credit_labels"        # batch.meta key of the exact labels [N][turns]
 PARTS = ("mask", "equal_total", "free_zero", "spare_right", "blame_wrong")
 
 
 def credit_labels(batch: StepBatch, method: str) -> list:
-    """The batch's exact labels [N][turns] (``batch.meta["credit_labels"]``); a ValueError
+    """The batch's exact labels [N][turns] (``batch.credit_labels``); a ValueError
     naming ``method`` when the trainer did not put them there."""
-    labels = batch.meta.get(LABELS_KEY)
+    labels = batch.credit_labels
     if labels is None:
         raise ValueError(f"{method}: the environment's exact credit labels are required "
-                         f"(batch.meta[{LABELS_KEY!r}], filled from EnvSpec.exact_labels)")
+                         f"(batch.credit_labels, filled from EnvSpec.exact_labels)")
     if len(labels) != batch.num_episodes:
-        raise ValueError(f"{method}: batch.meta[{LABELS_KEY!r}] has {len(labels)} episodes, "
+        raise ValueError(f"{method}: batch.credit_labels has {len(labels)} episodes, "
                          f"the batch {batch.num_episodes}")
     return labels
 

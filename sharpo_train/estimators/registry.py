@@ -123,7 +123,7 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
     ``group_relative``: it starts from group-relative A_i (a group of one is refused);
     ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
-    (``meta["credit_labels"]``; estimators/oracle.py);
+    (``batch.credit_labels``; estimators/oracle.py);
     ``label``: its display name (default ``name.upper()``), ``knob_label``: the knob's
     symbol in labels (``Estimator.run_label``). A name already registered is refused
     (ValueError naming it): pop it from ``ESTIMATORS`` first to replace a method.

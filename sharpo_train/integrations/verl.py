@@ -24,7 +24,6 @@ the episode; every row of an episode carries the episode's reward on its last va
 """
 from __future__ import annotations
 
-import difflib
 import inspect
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
@@ -37,6 +36,7 @@ from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
 from sharpo_train.step.credit import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
+from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids, insert_hint, left_pad,
                                               response_segment_ids)
@@ -187,8 +187,7 @@ def sharpo_settings(algorithm, max_prompt_length: int, extra: Optional[dict] = N
     known = {**DEFAULTS, **(extra or {})}
     unknown = [str(k) for k in user.keys() if k not in known]
     if unknown:
-        near = {k: difflib.get_close_matches(k, list(known), n=1) for k in unknown}
-        named = ", ".join(f"{k!r}" + (f" (did you mean {near[k][0]!r}?)" if near[k] else "") for k in unknown)
+        named = ", ".join(f"{k!r}{did_you_mean(k, known)}" for k in unknown)
         raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(known)}")
     cfg = {k: user[k] if k in user else v for k, v in known.items()}
     try:

@@ -42,7 +42,7 @@ from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
 from ..estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
-from ..estimators.oracle import LABELS_KEY, perfect_teacher_logp
+from ..estimators.oracle import perfect_teacher_logp
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -225,7 +225,7 @@ class Trainer:
         batch = StepBatch.from_episodes(episodes)                 # one row per turn
         batch.meta["step"] = step                                 # for scheduled estimators
         if self.spec.exact_labels is not None:   # oracle estimators, teacher.oracle, credit record
-            batch.meta[LABELS_KEY] = self.spec.load("exact_labels")(batch.episodes)
+            batch.credit_labels = self.spec.load("exact_labels")(batch.episodes)
         t1 = time.perf_counter()
         scored = self.score(batch, rng, step)                     # theta_old, no gradient
         credit = self.credit(batch)                               # [B, L] advantages

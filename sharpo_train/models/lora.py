@@ -32,7 +32,18 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
+from . import tiny
 from .named import NAMED_MODELS, named_model_dir
+
+# model.lora.targets (settings/config.py LoraSettings): the default, and the names refused
+# there (the output head and the embeddings, across architectures; check_targets also
+# refuses whatever module a model reports as its input/output embeddings or shares a weight with)
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LORA_REFUSED_TARGETS = ("lm_head", "embed_tokens", "embed_out", "wte", "word_embeddings",
+                        "embed_in", "output_layer")
+LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and the tied "
+                    "embedding's) base weight directly, so an adapter there would never "
+                    "train; adapt the decoder's Linear layers (e.g. [q_proj, v_proj])")
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -101,13 +112,11 @@ def check_lora_fits(model, rank: int, targets) -> None:
     """UsageError naming ``model.lora.rank`` when the adapters, their gradients and AdamW
     states (16 bytes a parameter; 20 for 16-bit bases with fp32 masters) do not fit in the
     memory free now on the device the model is on (model.check_tiny_model_fits' rule)."""
-    from .tiny import available_memory_bytes
-
     n = lora_parameters(model, rank, targets)
     p = next(model.parameters())
     need = n * (16 if p.dtype == torch.float32 else 2 * 2 + 4 + 8)
     device = "cuda" if p.device.type == "cuda" else "cpu"
-    free = available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
+    free = tiny.available_memory_bytes(f"cuda:{p.device.index or 0}" if device == "cuda" else "cpu")
     if free is not None and need > free:
         raise UsageError(f"model.lora.rank: rank-{rank} adapters on {list(targets)} have "
                          f"{n:,} parameters and need about {need / 2**30:.1f} GiB for weights, "
@@ -143,8 +152,6 @@ def saved_rank(adapter_dir: str | Path) -> int:
 def check_targets(model, targets) -> list[str]:
     """``targets`` when each names a Linear layer of ``model``, else a UsageError naming
     ``model.lora.targets`` and the model's Linear layer names."""
-    from ..settings.config import LORA_HEAD_REASON
-
     targets = list(targets)
     head = _head_names(model)
     refused = [t for t in targets if t in head]

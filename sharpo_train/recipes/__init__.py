@@ -6,7 +6,9 @@
                  EnvSpec); ``PhaseLog`` (RUN/pipeline.json) records
                  finished phases so a rerun skips them and resumes the RL run from its last
                  checkpoint
-    schema.py    the recipes' settings: DemoConfig (``demo.<key>``), CompareConfig
+    schema.py    the recipes' settings: DemoConfig (the env-neutral ``demo.<key>``),
+                 CompareConfig; ``settings_class`` joins an environment's own ``demo.<key>``
+                 (its RecipeSpec.settings, e.g. the generated games' size)
     settings.py  the demo/compare defaults and the override routing (demo.*, sft.*, trainer
                  keys), read through the one settings engine (sharpo_train/settings/loader.py)
     demo.py      `sharpo demo`:    games|goals -> demos -> sft -> eval -> rl -> eval -> report

@@ -1,7 +1,6 @@
 """`sharpo compare`: GRPO and SHARPO side by side from one warm start.
 
-One set of tasks (ALFWorld: generated games; WebShop: its train goals and held-out test
-goals; ``demo.env``), one set of expert demonstrations and one SFT warm start are shared by
+One set of tasks (those of the environment ``demo.env``: its RecipeSpec), one set of expert demonstrations and one SFT warm start are shared by
 every run (the demo's first phases); each method then trains from the warm start with each
 seed (the same seed gives every method the same task sequence), and every final policy is
 evaluated on the same held-out tasks. Output: compare.md, compare_curves.png and
@@ -14,7 +13,7 @@ from pathlib import Path
 from ..analysis.report.compare import write_compare_report
 from . import phases
 from .demo import open_pipeline
-from .settings import PipelinePlan, parse_methods, parse_seeds  # noqa: F401 (re-exported)
+from .settings import PipelinePlan
 
 
 def compare_runs(methods, seeds) -> list[tuple[str, int, str, list[str]]]:
@@ -46,7 +45,7 @@ def run_compare(plan: PipelinePlan, methods, seeds, echo=print) -> Path:
                                                        env.eval_dir(tasks)), echo)
     if real:
         log.run("eval_real/warm-start", lambda: phases.evaluate(
-            sft_dir, warm_cfg, real, real_root, s.real_max_turns), echo)
+            sft_dir, warm_cfg, real, real_root, env.real_turns(s)), echo)
     for slug, seed, folder, extra in compare_runs(methods, seeds):
         run_dir = out / folder
 
@@ -58,7 +57,7 @@ def run_compare(plan: PipelinePlan, methods, seeds, echo=print) -> Path:
         if real:
             log.run(f"eval_real/{slug}/seed{seed}", lambda run_dir=run_dir: phases.evaluate(
                 phases.latest_policy(run_dir), cfg_for(run_dir), real, real_root,
-                s.real_max_turns), echo)
+                env.real_turns(s)), echo)
         write_compare_report(out, log, methods, seeds, s)   # partial results stay readable
     echo(f"\nresults: {out / 'compare.md'}\nrun directory: {out}")
     return out

@@ -1,10 +1,10 @@
 """`sharpo demo`: the headline use case end to end, composed from the phases:
 
-    tasks (ALFWorld: generated train + held-out games; WebShop: its train goals and a
-    category-balanced sample of its test goals) -> expert demonstrations -> SFT warm start
-    -> [eval of the warm start] -> RL from the warm start (SHARPO by default)
-    -> evaluation on the held-out tasks (ALFWorld: plus a sample of real valid_seen games)
-    -> results table per family, learning-curve PNG, credit report HTML.
+    tasks (the environment's training and held-out tasks) -> expert demonstrations
+    -> SFT warm start -> [eval of the warm start] -> RL from the warm start (SHARPO by
+    default) -> evaluation on the held-out tasks (plus the environment's real-game sample,
+    if it has one: RecipeSpec.real_eval) -> results table per family, learning-curve PNG,
+    credit report HTML.
 
 The environment is ``demo.env`` (any registered environment with a recipe:
 envs/registry.py); what differs between them is its RecipeSpec (``phases.env_recipe``).
@@ -62,9 +62,9 @@ def run_demo(plan: PipelinePlan, echo=print) -> Path:
     if real:
         if s.eval_sft:
             log.run("eval_real_sft", lambda: phases.evaluate(
-                sft_dir, cfg(), real, real_root, s.real_max_turns), echo)
+                sft_dir, cfg(), real, real_root, env.real_turns(s)), echo)
         log.run("eval_real_rl", lambda: phases.evaluate(
-            phases.latest_policy(rl_dir), cfg(), real, real_root, s.real_max_turns), echo)
+            phases.latest_policy(rl_dir), cfg(), real, real_root, env.real_turns(s)), echo)
     log.run("report", lambda: write_demo_report(out, log, s), echo)
     echo(f"\nresults: {out / 'results.md'}\nrun directory: {out}")
     return out

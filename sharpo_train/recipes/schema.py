@@ -1,27 +1,30 @@
 """Settings of the `sharpo demo` and `sharpo compare` recipes, read by the settings engine
 (settings/loader.py: load_settings / apply_overrides: typed, validated, errors name the key).
 
-    DemoConfig     the ``demo.<key>`` overrides of `sharpo demo` / `sharpo compare`
-    CompareConfig  DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
+    DemoConfig      the env-neutral ``demo.<key>`` overrides of `sharpo demo` / `sharpo compare`
+    CompareConfig   DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
+    settings_class  either of them joined with an environment's own ``demo.<key>`` settings
+                    (its RecipeSpec.settings, envs/<name>/recipe.py): the class of a run's ``s``
 
 The warm start's settings are sft.SFTConfig (``sft.<key>``), the RL run's config.Config
 (plain trainer keys). Keys and defaults are those of the recipes' former ``DemoSettings``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, fields, make_dataclass
 
 from ..settings.config import load_config
-from ..envs.registry import DEFAULT_ENV, recipe_envs
+from ..envs.registry import DEFAULT_ENV, get_spec, recipe_envs
 from ..estimators import ESTIMATORS
 from ..settings.loader import ConfigError, in_range, need
-
-GAME_SIZES = ("tiny", "small", "medium", "large")     # envs/alfworld/generator.py sizes
 
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo pipeline (the trainer's own keys are set through plain overrides)."""
+    """Sizes of the demo pipeline, the same keys for every environment (an environment's own
+    keys: its RecipeSpec.settings, joined by ``settings_class``; the trainer's own keys are
+    set through plain overrides)."""
 
     env: str = DEFAULT_ENV         # the environment: one with a recipe (envs.recipe_envs())
     seed: int = 0                  # games, demonstrations, SFT and RL seed
@@ -31,11 +34,7 @@ class DemoConfig:
                                    # enough to tell a gain of a few points from noise, paired
                                    # game by game, analysis/report/stats.py; webshop: 18, a
                                    # category-balanced sample of the test split)
-    game_size: str = "tiny"        # generator room size: tiny | small | medium | large
-    game_max_steps: int = 10       # environment step limit per episode (both environments)
-    real_eval_games: int = 6       # real valid_seen games sampled for evaluation (0: none)
-    real_games_dir: str = ""       # folder holding json_2.1.1 ("": ../shared/data/alfworld if present)
-    real_max_turns: int = 10       # turn limit on the real games
+    game_max_steps: int = 10       # environment step limit per episode (where the env.* has one)
     workers: int = 2               # processes for game generation / demonstrations
     eval_sft: bool = True          # also evaluate the warm start (the "before RL" column)
     explain: bool = True           # write the credit report of the RL run
@@ -45,12 +44,41 @@ class DemoConfig:
         in_range(self, "seed", 0)
         in_range(self, "train_games", 1, 100000)
         in_range(self, "eval_games", 1, 100000)
-        need(self.game_size in GAME_SIZES, "game_size", f"one of {list(GAME_SIZES)}",
-             self.game_size)
         in_range(self, "game_max_steps", 1, 1000)
-        in_range(self, "real_eval_games", 0, 100000)
-        in_range(self, "real_max_turns", 1, 1000)
         in_range(self, "workers", 0, 1024)
+
+
+def env_settings(env: str):
+    """The dataclass of environment ``env``'s own ``demo.<key>`` settings (its
+    RecipeSpec.settings), or None."""
+    return get_spec(env).load("recipe").settings
+
+
+@functools.lru_cache(maxsize=None)
+def settings_class(env: str, base: type = DemoConfig) -> type:
+    """``base`` (DemoConfig or CompareConfig) joined with environment ``env``'s own settings
+    (``env_settings``): one dataclass, ``base``'s fields first, whose validate() runs both;
+    ``base`` itself when the environment has none. A key of both is a ValueError."""
+    own = env_settings(env)
+    if own is None:
+        return base
+    clash = sorted({f.name for f in fields(own)} & {f.name for f in fields(base)})
+    if clash:
+        raise ValueError(f"{own.__name__} (environment {env!r}): {clash} are already "
+                         f"{base.__name__} settings")
+
+    def validate(self) -> None:
+        base.validate(self)
+        own.validate(self)
+
+    return make_dataclass(f"{base.__name__}_{env}", [], bases=(own, base),
+                          namespace={"validate": validate, "__module__": __name__})
+
+
+def setting_owners(key: str) -> list[str]:
+    """The recipe environments whose own ``demo.<key>`` settings hold ``key``."""
+    return [env for env in recipe_envs() if env_settings(env) is not None
+            and key in {f.name for f in fields(env_settings(env))}]
 
 
 METHOD_EXTRA_PREFIXES = ("estimator.", "optim.", "teacher.", "loss.")

@@ -14,7 +14,7 @@ the user's overrides.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
@@ -26,7 +26,7 @@ from ..settings.loader import (ConfigError, OverrideText, apply_overrides, overr
                                split_override, validate_settings)
 from ..loops.sft import SFTConfig, parse_sft_overrides
 from .phases import env_recipe, train_config
-from .schema import CompareConfig, DemoConfig, parse_method, split_method
+from .schema import CompareConfig, DemoConfig, parse_method, setting_owners, settings_class, split_method
 
 # `sharpo demo` defaults, sized for about 15 minutes on a 2-core CPU (phase times are
 # written to RUN/results.md). The tiny model learns from scratch, so the warm start adds a
@@ -56,8 +56,7 @@ DEMO_TRAIN = ["method=sharpo", "total_steps=16", "rollout.tasks_per_step=4",
               "eval.train_tasks=60", "log.credit_every=1",
               "checkpoint.every=8", "model.cpu_threads=1", "log.progress=true"]
 # `--quick`: the CI size (a few games, a few steps; success is not the point)
-QUICK_DEMO = ["train_games=6", "eval_games=6", "real_eval_games=2", "real_max_turns=4",
-              "game_max_steps=6"]
+QUICK_DEMO = ["train_games=6", "eval_games=6", "game_max_steps=6"]
 QUICK_SFT = ["max_steps=12", "batch_size=8", "log_every=4", "model.hidden_size=64",
              "model.num_layers=2", "model.intermediate_size=128"]
 QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=4",
@@ -90,11 +89,29 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[st
 
 
 def parse_demo_settings(items: list[str], settings: Optional[DemoConfig] = None) -> DemoConfig:
-    """``key=value`` items (no ``demo.`` prefix) applied to ``settings`` (default
-    DemoConfig()) and validated; errors name the key as ``demo.<key>``."""
-    s = settings if settings is not None else DemoConfig()
+    """``key=value`` items (no ``demo.`` prefix) applied to ``settings`` (default: those of
+    the environment the items name, ``settings_class(env)()``) and validated; errors name the
+    key as ``demo.<key>``, and a key of another environment's own settings says whose."""
+    s = settings if settings is not None else settings_class(demo_env(items))()
+    env = demo_env(items) if any(override_key(i) == "env" for i in items) else s.env
+    known = {f.name for f in fields(s)}
+    for item in items:
+        key = override_key(item)
+        owners = [] if key in known else [e for e in setting_owners(key) if e != env]
+        if owners:
+            raise ConfigError(f"demo.{key}: a setting of demo.env={' or '.join(owners)}, "
+                              f"not of demo.env={env}")
     apply_overrides(s, parse_overrides(items), prefix="demo.")
     return validate_settings(s, prefix="demo.")
+
+
+def demo_env(items: list[str]) -> str:
+    """The recipe environment ``key=value`` items (no ``demo.`` prefix) select: their last
+    ``env=``, else DemoConfig's default; ConfigError naming ``demo.env`` when it has no
+    recipe."""
+    s = apply_overrides(DemoConfig(), parse_overrides([i for i in items if override_key(i) == "env"]),
+                        prefix="demo.")
+    return validate_settings(s, prefix="demo.").env
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -165,11 +182,11 @@ class PipelinePlan:
                      if override_key(o) == "env.name"]
         if env_names and not any(override_key(d) == "env" for d in demo):
             demo = [f"env={env_names[-1]}"] + demo      # `env.name=webshop` selects the recipe
-        settings = parse_demo_settings(base_demo + demo, settings_cls())
-        env_defaults = env_recipe(settings.env).defaults
-        env_demo = env_defaults.get("demo", [])
-        if env_demo:        # the environment's demo.* defaults, under the user's
-            settings = parse_demo_settings(base_demo + env_demo + demo, settings_cls())
+        env = demo_env(base_demo + demo)
+        env_defaults = env_recipe(env).defaults
+        env_demo = env_defaults.get("demo", []) + \
+            (env_defaults.get("quick_demo", []) if quick else [])    # under the user's
+        settings = parse_demo_settings(base_demo + env_demo + demo, settings_class(env, settings_cls)())
         if env_names and env_names[-1] != settings.env:
             raise ConfigError(f"env.name: {env_names[-1]!r} differs from demo.env "
                               f"{settings.env!r}; set one of them")

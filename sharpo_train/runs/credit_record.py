@@ -30,7 +30,7 @@ def credit_record(step: int, method: str, estimator_cfg, batch, credit, tokenize
     episode_adv = batch.episode_adv.tolist()
     row_of = {(e, t): r for r, (e, t) in enumerate(zip(batch.episode, batch.turn))}
     seg = credit.segments
-    labels = batch.meta.get("credit_labels")      # exact labels [N][turns] (oracle.py), or None
+    labels = batch.credit_labels                 # exact labels [N][turns] (oracle.py), or None
     groups: dict[int, dict] = {}
     for e, ep in enumerate(episodes):
         g = groups.setdefault(ep.group, {"task_id": ep.task.id, "family": ep.task.family,

@@ -33,6 +33,7 @@ from ..hint import HintKeys
 from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
+from ..models.lora import LORA_HEAD_REASON, LORA_REFUSED_TARGETS, LORA_TARGETS
 from .loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
                      need, parse_overrides, read_yaml_layers, validate_settings)
 from ..runs.metrics import parse_report_to
@@ -52,16 +53,6 @@ DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # models/t
 # refused when the model is built: model.build_policy)
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
                         "flex_attention")
-
-
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# the output head and the embeddings (names across architectures; lora.check_targets also
-# refuses whatever module a model reports as its input/output embeddings or shares a weight with)
-LORA_REFUSED_TARGETS = ("lm_head", "embed_tokens", "embed_out", "wte", "word_embeddings",
-                        "embed_in", "output_layer")
-LORA_HEAD_REASON = ("sharpo's fused log-prob head reads the output head's (and the tied "
-                    "embedding's) base weight directly, so an adapter there would never "
-                    "train; adapt the decoder's Linear layers (e.g. [q_proj, v_proj])")
 
 
 @dataclass

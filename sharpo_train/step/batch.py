@@ -5,7 +5,8 @@ one object holds the step's rows and everything computed about them; each phase 
 its own fields (docs/training.md, row layout):
 
 1. rollout -> ``StepBatch.from_episodes``: per-row token lists, ``response_mask``,
-   ``segment_ids``, ``traj_index``; per-episode ``rewards``, ``group_of``, ``env_fault``.
+   ``segment_ids``, ``traj_index``; per-episode ``rewards``, ``group_of``, ``env_fault``;
+   the trainer adds the environment's exact ``credit_labels`` where it has them.
 2. score (loops/trainer.py + teacher.py): ``episode_adv``, ``teacher_of``, ``hints``,
    ``old_logp``, ``teacher_logp``, ``has_teacher``, ``ref_logp`` (``old_entropy`` for an
    estimator with needs_entropy); ``meta["step"]``.
@@ -45,6 +46,11 @@ class StepBatch:
     turn: list = field(default_factory=list)           # [B] turn index within its episode
     episodes: list = field(default_factory=list)       # [N] the rollout's Episode objects
     env_fault: Optional[torch.Tensor] = None  # [N] bool: ended by an env fault (None: none)
+    credit_labels: Optional[list] = None      # [N][turns] exact labels, True = a right move,
+                                              # False = a wrong one, None = did not matter
+                                              # (EnvSpec.exact_labels; read by the oracle
+                                              # estimators and teacher.oracle, estimators/
+                                              # oracle.py); None: the env has none
     # filled by scoring
     episode_adv: Optional[torch.Tensor] = None  # [N] fp32 GRPO A_i (0 for faulted episodes)
     teacher_of: Optional[list] = None         # [N] index of the peer giving the hint, or None
@@ -58,7 +64,9 @@ class StepBatch:
     # filled by credit
     advantages: Optional[torch.Tensor] = None  # [B, L] fp32, 0 where response_mask == 0
     aux_loss: Optional[object] = None         # estimators.AuxLoss: an extra update loss term
-    # counters of the phases for the metrics line (name -> number)
+    # bookkeeping: "step" (the training step, for scheduled estimators) and the estimators'
+    # cache key "episode_adv_params" (estimators/__init__.py); the phases' counters are
+    # returned, not parked here (loops/trainer.py ScoreCounts)
     meta: dict = field(default_factory=dict)
 
     def __len__(self) -> int:

@@ -117,3 +117,47 @@ def test_verl_agent_names_an_episode_with_two_outcomes():
         batch.non_tensor_batch["episode_rewards"][same[1]] = 123.0
     with pytest.raises(ValueError, match="episode_rewards: rows of traj_uid .* different episode rewards"):
         fit_step((model.eval(), tok), poison=poison)
+
+
+# verl's algorithm.sharpo.* check on the stand-in modules below where verl is not installed
+# (sharpo_settings reads none of verl; the module imports it at the top)
+VERL_STUB = """
+import sys, types
+try:
+    import verl  # noqa: F401
+except ImportError:
+    for name in ("verl", "verl.protocol", "verl.trainer", "verl.trainer.ppo",
+                 "verl.trainer.ppo.core_algos"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["verl.protocol"].DataProto = object
+    sys.modules["verl.trainer.ppo"].core_algos = sys.modules["verl.trainer.ppo.core_algos"]
+    sys.modules["verl.trainer.ppo.v1"] = None          # no v1 trainer: DataProto API only
+from sharpo_train.integrations.verl import sharpo_settings
+for bad in ({"lamda": 0.5}, {"LAM": 0.5}, {"Max_Hint_Tokens": 9}, {"zzz": 1}):
+    try:
+        sharpo_settings({"sharpo": bad}, 100)
+    except ValueError as exc:
+        print(exc)
+"""
+
+
+def test_unknown_verl_sharpo_key_gets_the_settings_suggestion():
+    """verl's unknown algorithm.sharpo.* key is named with errors.did_you_mean, the
+    suggestion of every other settings error (case slips included)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", VERL_STUB], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, out.stdout
+    assert lines[0].startswith("algorithm.sharpo: unknown key 'lamda' (did you mean 'lam'?); "
+                               "known keys: lam, alpha")
+    assert "unknown key 'LAM' (did you mean 'lam'?)" in lines[1]
+    assert "unknown key 'Max_Hint_Tokens' (did you mean 'max_hint_tokens'?)" in lines[2]
+    assert "unknown key 'zzz'; known keys: lam" in lines[3]

@@ -51,7 +51,7 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
              "",
              f"Shared warm start: {sft.get('steps', '?')} SFT steps on {sft.get('examples', '?')} "
              f"{env.demo_word} turns from {env.warm_data(s)}"
-             + ("" if env.scored or env.task_word != "game" else f" (size {s.game_size})")
+             + env.tasks_note(s)
              + ". Every run starts from it, with the same trainer settings "
              "except the method; seed k gives every method the same task sequence.", "",
              f"## {env.heldout(s, n_held)}; {env.decoding}, one episode per "
@@ -84,7 +84,7 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
         some = next(r for v in real.values() for r in v)
         lines += ["", f"## {env.real_label} (the same family-balanced sample of "
                   f"{some['episodes']} games for every run, from {some['games']}; "
-                  f"up to {s.real_max_turns} turns)", ""]
+                  f"up to {env.real_turns(s)} turns)", ""]
         warm_real = log.result("eval_real/warm-start")
         if warm_real:
             lines += ["Warm start before RL: ", "",

@@ -84,7 +84,7 @@ def demo_results_markdown(log, s, method: str, credit, families,
     if log.result("eval_real_rl"):
         real = log.result("eval_real_rl")
         lines += ["", f"## {env.real_label} (a family-balanced sample of "
-                  f"{real['episodes']} from {real['games']}; up to {s.real_max_turns} turns)", ""]
+                  f"{real['episodes']} from {real['games']}; up to {env.real_turns(s)} turns)", ""]
         lines += table(log.result("eval_real_sft"), real, "family")
         lines += ["", change_sentence(log.result("eval_real_sft"), real, method, "games")]
     elif env.real_missing:

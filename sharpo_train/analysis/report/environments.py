@@ -22,6 +22,8 @@ class EnvReport:
     decoding: str = "greedy"      # how the held-out evaluation decodes (the recipe's setting)
     task_word: str = "game"       # what one held-out episode plays
     demo_word: str = "expert"     # who played the warm start's demonstrations
+    real_turns: Callable = lambda s: None       # s -> turn limit on the real-game sample
+    tasks_note: Callable = lambda s: ""         # s -> note after warm_data (" (size tiny)")
 
 
 def env_report(s) -> EnvReport:
@@ -30,4 +32,5 @@ def env_report(s) -> EnvReport:
     recipe = spec.load("recipe")
     return EnvReport(spec.title, list(spec.families), spec.family_word, recipe.heldout_title,
                      recipe.warm_data, spec.scored, recipe.real_label, recipe.real_missing,
-                     recipe.eval_decoding, recipe.task_word, recipe.demo_word)
+                     recipe.eval_decoding, recipe.task_word, recipe.demo_word,
+                     recipe.real_turns, recipe.tasks_note)

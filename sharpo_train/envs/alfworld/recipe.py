@@ -1,6 +1,7 @@
 """ALFWorld's part of `sharpo demo` / `sharpo compare` (its RecipeSpec; the recipes:
 sharpo_train/recipes/): generated train and held-out games, the planner's demonstrations,
-the trainer's env.* keys, and an optional sample of real valid_seen games.
+the trainer's env.* keys, an optional sample of real valid_seen games, and ALFWorld's own
+``demo.<key>`` settings (:class:`AlfworldDemoSettings`).
 
 The phase functions are looked up at call time by ``RECIPE`` (tests replace them).
 """
@@ -8,17 +9,37 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from ...errors import ConfigError
 from ..base import balanced_tasks
 from ..spec import RecipeSpec
 from .demos import write_demos
 from .games import SHARED_CANDIDATES, discover_games, split_folder, task_of
-from .generator import generate_splits
+from .generator import SIZES, generate_splits
 
 SHARED_ALFWORLD = next((c for c in SHARED_CANDIDATES if c.is_dir()), SHARED_CANDIDATES[0])
+
+
+@dataclass
+class AlfworldDemoSettings:
+    """ALFWorld's own ``demo.<key>`` settings of `sharpo demo` / `sharpo compare`
+    (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/schema.py)."""
+
+    game_size: str = "tiny"        # generator room size (generator.SIZES): tiny | small | medium | large
+    real_eval_games: int = 6       # real valid_seen games sampled for evaluation (0: none)
+    real_games_dir: str = ""       # folder holding json_2.1.1 ("": SHARED_ALFWORLD if present)
+    real_max_turns: int = 10       # turn limit on the real games
+
+    def validate(self) -> None:
+        if self.game_size not in SIZES:
+            raise ConfigError(f"game_size: expected one of {list(SIZES)}, got {self.game_size!r}")
+        for key, lo, hi in (("real_eval_games", 0, 100000), ("real_max_turns", 1, 1000)):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ConfigError(f"{key}: expected >= {lo} and <= {hi}, got {v!r}")
 
 
 def games(games_dir: Path, s) -> dict:
@@ -97,4 +118,9 @@ RECIPE = RecipeSpec(
     real_label="Real ALFWorld valid_seen games",
     real_missing=("No real ALFWorld games were found (../shared/data/alfworld): the table "
                   "covers generated games only."),
-    setup=setup)
+    real_turns=lambda s: s.real_max_turns,
+    tasks_note=lambda s: f" (size {s.game_size})",
+    setup=setup,
+    # `--quick`: a small real-game sample, short games
+    defaults={"quick_demo": ["real_eval_games=2", "real_max_turns=4"]},
+    settings=AlfworldDemoSettings)

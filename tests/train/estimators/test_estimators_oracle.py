@@ -12,7 +12,7 @@ from sharpo_train.cli import main
 from sharpo_train.settings.config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
-from sharpo_train.estimators.oracle import (LABELS_KEY, ORACLE_METHODS, PARTS,
+from sharpo_train.estimators.oracle import (ORACLE_METHODS, PARTS,
                                             oracle_token_advantages, perfect_teacher_logp)
 from sharpo_train.settings.loader import ConfigError
 from sharpo_train.step.rollout import Episode, Turn
@@ -50,7 +50,7 @@ def hand_batch(spans=False):
     eps = [Episode(Task("t0", "corridor"), 0, i, [t(n) for n in ns], reward=r, success=r > 0)
            for i, (ns, r) in enumerate(zip(TOKENS, [1.0, 0.0, 0.0]))]
     batch = StepBatch.from_episodes(eps)
-    batch.meta[LABELS_KEY] = LABELS
+    batch.credit_labels = LABELS
     return batch
 
 
@@ -86,10 +86,10 @@ def test_equal_total_keeps_grpo_total_per_rollout_and_parts_compose():
 
 def test_missing_labels_are_one_line_naming_the_method():
     batch = hand_batch()
-    del batch.meta[LABELS_KEY]
+    batch.credit_labels = None
     with pytest.raises(ValueError, match="^oracle: the environment's exact credit labels"):
         ESTIMATORS["oracle"].fn(batch, EstimatorConfig())
-    batch.meta[LABELS_KEY] = LABELS[:2]
+    batch.credit_labels = LABELS[:2]
     with pytest.raises(ValueError, match="has 2 episodes, the batch 3"):
         ESTIMATORS["oracle"].fn(batch, EstimatorConfig())
 
@@ -138,11 +138,21 @@ CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_ste
 
 
 @pytest.mark.parametrize("extra", [["method=oracle"], ["method=sharpo", "teacher.oracle=true"]])
-def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, extra):
+def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, monkeypatch, extra):
     from sharpo_train.analysis.credit_quality import load_batch, saved_batches
     from sharpo_train.envs.corridor import label_episodes
+    from sharpo_train.loops.trainer import Trainer
+    seen = {}
+    credit = Trainer.credit
+
+    def spy(self, batch):        # the labels are the batch's own field, not a meta entry
+        seen.update(labels=batch.credit_labels, want=label_episodes(batch.episodes),
+                    meta=dict(batch.meta))
+        return credit(self, batch)
+    monkeypatch.setattr(Trainer, "credit", spy)
     run = tmp_path / "run"
     assert main(["train", *CORRIDOR, *extra, f"run_dir={run}"]) == 0, capsys.readouterr().err
+    assert seen["labels"] == seen["want"] and "credit_labels" not in seen["meta"]
     (path,) = saved_batches(run)
     batch, _info = load_batch(path)
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -155,7 +165,7 @@ def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, ext
         res = score_run(run, ["grpo", "oracle"], n_boot=10)
         assert "skipped" not in res["oracle"] and "skipped" not in res["grpo"], res
     else:   # the saved teacher log-probs are the perfect teacher's
-        batch.meta[LABELS_KEY] = label_episodes(batch.episodes)
+        batch.credit_labels = label_episodes(batch.episodes)
         torch.testing.assert_close(batch.teacher_logp, perfect_teacher_logp(batch))
 
 
@@ -180,7 +190,7 @@ def test_credit_record_and_explain_page_show_the_oracle_next_to_the_method():
     page = _segment_table([(1, k, s) for k, s in
                            enumerate(rec["groups"][0]["rollouts"][1]["turns"][0]["segments"])])
     assert "A (oracle)" in page and "wrong move" in page
-    del batch.meta[LABELS_KEY]      # no exact labels: the page is as before
+    batch.credit_labels = None      # no exact labels: the page is as before
     rec = credit_record(1, "grpo", EstimatorConfig(), batch, out, Tok())
     seg = rec["groups"][0]["rollouts"][0]["turns"][0]["segments"]
     assert "advantage_oracle" not in seg[0]

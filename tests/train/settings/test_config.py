@@ -349,16 +349,18 @@ def test_sft_settings_are_typed_by_the_common_loader():
 
 
 def test_demo_and_compare_settings():
-    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method
-    d = load_settings(DemoConfig, None, ["train_games=6", "game_size=small", "eval_sft=false"])
+    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method, settings_class
+    alfworld = settings_class("alfworld")         # DemoConfig + ALFWorld's own demo.* keys
+    d = load_settings(alfworld, None, ["train_games=6", "game_size=small", "eval_sft=false"])
     assert (d.train_games, d.game_size, d.eval_sft, d.eval_games) == (6, "small", False, 180)
     c = load_settings(CompareConfig, None, ["seeds=3,4", "methods=grpo,sharpo:0.1"])
     assert c.seeds == [3, 4] and [parse_method(m) for m in c.methods] == [
         ("grpo", None), ("sharpo", 0.1)]
     assert CompareConfig().seeds == [0, 1, 2] and parse_method("sharpo") == ("sharpo", 0.2)
     for cls, bad, key in [(DemoConfig, "train_games=0", "train_games"),
-                          (DemoConfig, "game_size=huge", "game_size"),
-                          (DemoConfig, "real_max_turns=0", "real_max_turns"),
+                          (alfworld, "game_size=huge", "game_size"),
+                          (alfworld, "real_max_turns=0", "real_max_turns"),
+                          (alfworld, "real_eval_games=-1", "real_eval_games"),
                           (CompareConfig, "seeds=1,1", "seeds"),
                           (CompareConfig, "methods=ppo", "methods"),
                           (CompareConfig, "methods=sharpo:2", "methods")]:
