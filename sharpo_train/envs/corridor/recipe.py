@@ -15,8 +15,8 @@ task since the lamps of a task have distinct colours; benchmarks/RESULTS.md, "Co
 
 The numbers that depend on the corridor's size (SFT steps and length, the share of free
 turns in the demonstrations, reply budget, turn limit) come from ``sized`` and
-``free_keep``, which give the values above at the default size (docs/corridor.md, "Other
-sizes").
+``free_keep``; at the default size they give the values the recipe had before they were
+derived (docs/corridor.md, "Other sizes").
 """
 from __future__ import annotations
 
