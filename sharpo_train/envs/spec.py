@@ -64,6 +64,10 @@ class RecipeSpec:
     # "quick_demo" | "quick_sft" | "quick_train": [key=value, ...]}; "{name}" is a value of
     # ``s`` (a DemoConfig field or one of ``settings``)
     defaults: Mapping[str, list] = field(default_factory=dict)
+    # env config (the user's env.* settings, e.g. {"name": "corridor", "num_turns": 15}) ->
+    # {"sft" | "train": [key=value, ...]}: defaults that follow the environment's size,
+    # applied after ``defaults`` (and before the --quick ones and the user's)
+    sized_defaults: Callable = lambda env_config: {}
     # the environment's own ``demo.<key>`` settings: a dataclass (every field with a default;
     # ``validate()`` raising errors.ConfigError that starts with the key), joined to
     # DemoConfig's env-neutral ones in ``s`` for a run of this environment

@@ -63,8 +63,9 @@ QUICK_TRAIN = ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=
                "rollout.max_turns=3", "rollout.max_new_tokens=32", "eval.every=0",
                "eval.before_train=false", "eval.train_tasks=0", "checkpoint.every=1"]
 
-# Per-environment defaults (the RecipeSpec's ``defaults``: envs/<name>/recipe.py) are
-# applied after the recipe's (and the --quick ones) and before the user's.
+# Per-environment defaults (the RecipeSpec's ``defaults``, then its ``sized_defaults`` of
+# the user's env.* settings: envs/<name>/recipe.py) are applied after the recipe's (and the
+# --quick ones) and before the user's.
 
 
 def split_overrides(overrides: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -190,9 +191,11 @@ class PipelinePlan:
             raise ConfigError(f"env.name: {env_names[-1]!r} differs from demo.env "
                               f"{settings.env!r}; set one of them")
         fields = asdict(settings)
+        sized = env_recipe(settings.env).sized_defaults(
+            dict(load_config(None, [f"env.name={settings.env}"] + train).env))
 
         def env_extra(kind: str) -> list[str]:
-            items = env_defaults.get(kind, []) + \
+            items = env_defaults.get(kind, []) + sized.get(kind, []) + \
                 (env_defaults.get(f"quick_{kind}", []) if quick else [])
             return [item.format(**fields) for item in items]
 

@@ -71,21 +71,32 @@ def demo_records(task: Task, agent: str, rng: random.Random, *, episode: str = "
 
 def write_demos(out_path: str, tasks: Sequence[Task], *, agent: str = "expert",
                 passes: int = 1, seed: int = 0,
-                history_length: int = DEFAULT_HISTORY_LENGTH) -> DemoStats:
+                history_length: int = DEFAULT_HISTORY_LENGTH,
+                free_keep: float = 1.0) -> DemoStats:
     """``passes`` episodes of ``agent`` on each task, written to ``out_path`` (JSONL);
     ``agent="mixed"``: one expert and one random episode of each task per pass (a warm
-    start that takes the right door at a lamp about 3/4 of the time)."""
+    start that takes the right door at a lamp about 3/4 of the time). ``free_keep``: the
+    share of the turns without a lamp that are written (each kept at random, drawn apart
+    from the episodes, so 1 writes exactly what it always did); every lamp turn is
+    written (the recipe's sized(): the same mix of lamp and free turns at every size)."""
     agents = ["expert", "random"] if agent == "mixed" else [check_agent(agent)]
     if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
         raise ValueError(f"passes: expected an int >= 1, got {passes!r}")
+    if (not isinstance(free_keep, (int, float)) or isinstance(free_keep, bool)
+            or not 0 < free_keep <= 1):
+        raise ValueError(f"free_keep: expected a number in (0, 1], got {free_keep!r}")
     check_out_path(out_path)
     rng, stats = random.Random(seed), DemoStats()
+    keep = random.Random(f"corridor-free-turns-{seed}")
     with open_out(out_path) as f:
         for p in range(passes):
             for task in tasks:
                 for who in agents:
                     records = demo_records(task, who, rng, episode=f"{task.id}/{p}/{who}",
                                            history_length=history_length)
+                    if free_keep < 1:
+                        records = [r for r in records if r["hint_informative"]
+                                   or keep.random() < free_keep]
                     stats.episodes += 1
                     stats.won += bool(records and records[0]["won"])
                     stats.turns += write_records(f, records)

@@ -12,6 +12,11 @@ alone, and how fast it does depends on where the credit goes (docs/corridor.md).
 format-only warm start, random demonstrations only, was tried first: its policy's door did
 not depend on the lamp, and GRPO at lr 5e-4 drove it to a constant door, which wins no
 task since the lamps of a task have distinct colours; benchmarks/RESULTS.md, "Corridor".)
+
+The numbers that depend on the corridor's size (SFT steps and length, the share of free
+turns in the demonstrations, reply budget, turn limit) come from ``sized`` and
+``free_keep``; at the default size they give the values the recipe had before they were
+derived (docs/corridor.md, "Other sizes").
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ from pathlib import Path
 
 from ...io import atomic_write_json
 from ..spec import RecipeSpec
-from . import make_suite, settings_of
+from . import REPLY_TOKENS, SETTINGS, make_suite, settings_of
 from .demos import write_demos
+from .engine import CorridorSettings
 
 DEMO_AGENT = "mixed"
 
@@ -49,7 +55,8 @@ def demos(path: Path, demos_path: Path, s, cfg) -> dict:
     hint (demos.write_demos, agent ``DEMO_AGENT``)."""
     tmp = demos_path.with_suffix(".jsonl.tmp")
     stats = write_demos(str(tmp), make_suite(dict(cfg.env)).train_tasks, agent=DEMO_AGENT,
-                        seed=s.seed, history_length=cfg.rollout.history_length)
+                        seed=s.seed, history_length=cfg.rollout.history_length,
+                        free_keep=free_keep(settings_of(dict(cfg.env))))
     tmp.replace(demos_path)
     return {**asdict(stats), "agent": DEMO_AGENT}
 
@@ -59,15 +66,14 @@ def heldout(path: Path, s, cfg) -> list:
 
 
 # `sharpo demo|compare env=corridor` defaults (recipes/settings.py ENV_DEFAULTS), sized so
-# that a 5-seed compare of 5 methods fits about an hour on a 2-core CPU (docs/corridor.md).
+# that a 5-seed compare of 5 methods fits about an hour on a 2-core CPU (docs/corridor.md);
+# what follows the corridor's size (SFT steps and length, reply budget, turn limit): sized().
 DEFAULTS = {
     "demo": ["train_games=500", "eval_games=48"],
-    "sft": ["max_steps=350", "batch_size=16", "lr=3e-3", "hint_fraction=1.0",
+    "sft": ["batch_size=16", "lr=3e-3", "hint_fraction=1.0",
             "hint_placement=after_observation", "hint_scope=to_turn", "prompt_loss_weight=0",
-            "max_length=1024", "model.hidden_size=64", "model.num_layers=2",
-            "model.intermediate_size=256"],
+            "model.hidden_size=64", "model.num_layers=2", "model.intermediate_size=256"],
     "train": ["total_steps=20", "rollout.tasks_per_step=3", "rollout.group_size=8",
-              "rollout.max_turns=100", "rollout.max_new_tokens=24",
               "rollout.history_length=0", "optim.lr=5e-4", "optim.shared_prefix_update=true",
               "optim.micro_batch_size=64",
               "teacher.hint_placement=after_observation", "teacher.hint_scope=to_turn",
@@ -78,6 +84,61 @@ DEFAULTS = {
     "quick_train": ["total_steps=2", "rollout.tasks_per_step=2", "rollout.group_size=4",
                     "eval.num_tasks=4"],
 }
+
+
+# What sized() was set at: the default size (engine.CorridorSettings) and its SFT steps
+BASE = CorridorSettings()
+BASE_SFT_STEPS = 350
+# sft.max_length: the longest hinted example (the last turn's to_turn hint) is about 200
+# tokens and 8-10 per turn of the hint, 10 more per lamp line (348 at the default size, 1219
+# at 100 turns and 3 lamps, 2137 at 100 lamps: tests/train/envs/test_corridor_sizes.py)
+MIN_SFT_LENGTH, SFT_LENGTH_BASE, SFT_LENGTH_PER_LINE = 1024, 256, 12
+
+
+def free_keep(s: CorridorSettings) -> float:
+    """The share of free (no-lamp) turns the warm start's demonstrations keep: 1 up to the
+    default's 7 free turns per 3 lamp turns, fewer beyond, so that the lamp turns (the only
+    examples that teach the lamp code) keep their share of the SFT data (docs/corridor.md,
+    "Other sizes")."""
+    free, lamps = s.num_turns - s.num_decisive, s.num_decisive
+    base_free, base_lamps = BASE.num_turns - BASE.num_decisive, BASE.num_decisive
+    return min(1.0, base_free * lamps / (base_lamps * free)) if free else 1.0
+
+
+def sized(env_config: dict) -> dict[str, int]:
+    """What the recipe derives from the corridor's size (``env_config``: the user's env.*
+    settings; a bad one is a ConfigError naming it), as {trainer or sft.* key: value}:
+
+    - ``sft.max_steps``: 350 at the default size (10 turns, 3 lamps), scaled by the
+      examples per task, 2 episodes x (the lamp turns, the free turns kept (``free_keep``)
+      and a hinted copy of each lamp turn), so that every size's warm start sees the same
+      share of its demonstrations and as many examples per lamp turn;
+    - ``sft.max_length``: 1024, or more where the longest hinted example (the to_turn hint
+      of the last turn) would not fit (num_turns + num_decisive > 64);
+    - ``rollout.max_new_tokens``: REPLY_TOKENS (24) at every size: the longest reply, a
+      lamp of any colour and any door, is 23 tokens and the stop token;
+    - ``rollout.max_turns``: 100, the largest env.num_turns, so no episode is cut.
+
+    ``sized({"name": "corridor"})`` is the recipe's values before they were derived."""
+    s = settings_of(dict(env_config, name="corridor"))
+    per_task = 2 * s.num_decisive + free_keep(s) * (s.num_turns - s.num_decisive)
+    steps = round(BASE_SFT_STEPS * per_task / (BASE.num_turns + BASE.num_decisive))
+    lines = s.num_turns + s.num_decisive         # the last turn's hint: a line per turn,
+    length = max(MIN_SFT_LENGTH, SFT_LENGTH_BASE + SFT_LENGTH_PER_LINE * lines)  # longer at lamps
+    return {"sft.max_steps": steps, "sft.max_length": length,
+            "rollout.max_new_tokens": REPLY_TOKENS,
+            "rollout.max_turns": SETTINGS["num_turns"][2]}
+
+
+def sized_defaults(env_config: dict) -> dict[str, list]:
+    """``sized`` as the RecipeSpec's {"sft" | "train": [key=value, ...]}."""
+    out: dict[str, list] = {"sft": [], "train": []}
+    for key, value in sized(env_config).items():
+        if key.startswith("sft."):
+            out["sft"].append(f"{key[len('sft.'):]}={value}")
+        else:
+            out["train"].append(f"{key}={value}")
+    return out
 
 
 def _recipe():
@@ -93,7 +154,7 @@ def _recipe():
         warm_data=lambda s: (f"the {s.train_games} training tasks, one of each per task, and "
                              f"a hinted copy of every lamp turn (docs/corridor.md)"),
         eval_decoding="sampled at temperature 1 (eval.temperature)", task_word="task",
-        demo_word="expert and random-agent", defaults=DEFAULTS)
+        demo_word="expert and random-agent", defaults=DEFAULTS, sized_defaults=sized_defaults)
 
 
 RECIPE = _recipe()
