@@ -39,7 +39,7 @@ def synthetic_batch(tasks: int, group: int, turns: int, tokens: int, seed: int =
     b.teacher_logp = b.old_logp + torch.randn(len(b), b.width, generator=gen) * b.response_mask
     b.has_teacher = torch.rand(len(b), generator=gen) < 0.6
     b.old_entropy = torch.rand(len(b), b.width, generator=gen) * 2 * b.response_mask
-    b.meta["step"] = 1
+    b.step = 1
     return b
 
 

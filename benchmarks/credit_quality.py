@@ -99,13 +99,13 @@ def main(argv=None) -> int:
             for placement in HINT_PLACEMENTS:
                 trainer.cfg.teacher.hint_placement = placement
                 batch = StepBatch.from_episodes(episodes)
-                batch.meta["step"] = s
+                batch.step = s
                 t = time.perf_counter()
-                trainer.score(batch, random.Random(seed))         # same teachers for both
+                counts = trainer.score(batch, random.Random(seed), s)   # same teachers for both
                 row[f"{placement}/score_s"] = time.perf_counter() - t
-                row[f"{placement}/tokens_through_model"] = batch.meta["scoring/tokens_through_model"]
-                row[f"{placement}/tokens_unshared"] = batch.meta["scoring/tokens_unshared"]
-                row[f"{placement}/teacher_rows"] = batch.meta["sharpo/teacher_rows"]
+                row[f"{placement}/tokens_through_model"] = counts.tokens_through_model
+                row[f"{placement}/tokens_unshared"] = counts.tokens_unshared
+                row[f"{placement}/teacher_rows"] = counts.teacher_rows
                 save_batch(out / placement, s, batch, method="sharpo", labels=labels)
                 save_config(trainer.cfg, out / placement / "config.yaml")   # a run dir for explain
             per_step.append(row)

@@ -316,8 +316,11 @@ def load_batch(path) -> tuple[object, dict]:
         if k in names:
             setattr(batch, k, v)
     batch.teacher_of, batch.hints = info.get("teacher_of"), info.get("hints")
-    batch.meta.update(info.get("meta") or {})
-    batch.meta.setdefault("step", info.get("step"))      # scheduled estimators read it
+    meta = dict(info.get("meta") or {})
+    # scheduled estimators read the step (batches saved before it had its own field kept
+    # it in meta)
+    batch.step = info.get("step", meta.pop("step", None))
+    batch.meta.update(meta)
     return batch, info
 
 

@@ -28,7 +28,7 @@ L = longest response, N trajectories):
 - ``episodes`` [N]: the rollout itself (states, actions), for methods that need it;
   ``turn`` [B]: row b is ``episodes[traj_index[b]].turns[turn[b]]``.
 - ``old_entropy`` [B, L] fp32: token entropies under theta_old (``needs_entropy`` only).
-- ``meta["step"]``: the training step (1, 2, ...), for methods with a schedule.
+- ``step``: the training step (1, 2, ...), for methods with a schedule.
 - ``episode_adv`` [N] with ``meta["episode_adv_params"]``: GRPO's A_i as the trainer
   computed it (``fill_episode_advantages``); ``episode_advantages`` reads it back.
 It returns a ``CreditOutput``. ``aux_loss`` (optional): a term the update adds to the
@@ -58,11 +58,11 @@ __all__ = ["ESTIMATORS", "Estimator", "register_estimator", "GroupParams", "Shar
 
 
 def batch_step(batch: StepBatch, method: str) -> int:
-    """The training step of ``batch`` (``meta["step"]``, set by the trainer), for methods
+    """The training step of ``batch`` (``batch.step``, set by the trainer), for methods
     with a schedule; a ValueError naming it when absent."""
-    step = batch.meta.get("step")
+    step = batch.step
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"{method}: batch.meta['step'] (the training step, an int >= 0) is "
+        raise ValueError(f"{method}: batch.step (the training step, an int >= 0) is "
                          f"required, got {step!r}")
     return step
 

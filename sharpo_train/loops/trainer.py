@@ -223,7 +223,7 @@ class Trainer:
         episodes = self.rollout(self.sample_tasks(rng))          # G episodes per task
         self._say_if_all_truncated(step, episodes)
         batch = StepBatch.from_episodes(episodes)                 # one row per turn
-        batch.meta["step"] = step                                 # for scheduled estimators
+        batch.step = step                                         # for scheduled estimators
         if self.spec.exact_labels is not None:   # oracle estimators, teacher.oracle, credit record
             batch.credit_labels = self.spec.load("exact_labels")(batch.episodes)
         t1 = time.perf_counter()

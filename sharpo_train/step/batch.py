@@ -9,7 +9,7 @@ its own fields (docs/training.md, row layout):
    the trainer adds the environment's exact ``credit_labels`` where it has them.
 2. score (loops/trainer.py + teacher.py): ``episode_adv``, ``teacher_of``, ``hints``,
    ``old_logp``, ``teacher_logp``, ``has_teacher``, ``ref_logp`` (``old_entropy`` for an
-   estimator with needs_entropy); ``meta["step"]``.
+   estimator with needs_entropy); ``step`` (the training step, for scheduled estimators).
 3. credit (estimators package): ``advantages`` and ``aux_loss`` (the estimator's output).
 4. update (update.py) reads the token lists, ``response_mask``, ``old_logp``,
    ``advantages`` and ``ref_logp``.
@@ -64,9 +64,11 @@ class StepBatch:
     # filled by credit
     advantages: Optional[torch.Tensor] = None  # [B, L] fp32, 0 where response_mask == 0
     aux_loss: Optional[object] = None         # estimators.AuxLoss: an extra update loss term
-    # bookkeeping: "step" (the training step, for scheduled estimators) and the estimators'
-    # cache key "episode_adv_params" (estimators/__init__.py); the phases' counters are
-    # returned, not parked here (loops/trainer.py ScoreCounts)
+    step: Optional[int] = None                # the training step (1, 2, ...): an input of
+                                              # scheduled estimators (estimators.batch_step)
+    # bookkeeping: only the estimators' cache key "episode_adv_params"
+    # (estimators/__init__.py); the phases' counters are returned, not parked here
+    # (loops/trainer.py ScoreCounts)
     meta: dict = field(default_factory=dict)
 
     def __len__(self) -> int:

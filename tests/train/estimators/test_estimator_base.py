@@ -42,7 +42,7 @@ def reached_batch():
     b.old_logp = -torch.rand(len(b), b.width, generator=g) * 3 * b.response_mask
     b.teacher_logp = b.old_logp + torch.randn(len(b), b.width, generator=g) * b.response_mask
     b.has_teacher = torch.tensor([True, True, True, False, True, True, True, True, True])
-    b.meta["step"] = 1
+    b.step = 1
     return b
 
 

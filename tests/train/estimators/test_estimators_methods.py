@@ -187,7 +187,7 @@ def teacher_batch(step=1):
     b.old_logp = -torch.rand(len(b), b.width, generator=g) * 3 * b.response_mask
     b.teacher_logp = b.old_logp + torch.randn(len(b), b.width, generator=g) * b.response_mask
     b.has_teacher = torch.tensor([False, False, True, True, False, True])
-    b.meta["step"] = step
+    b.step = step
     return b
 
 
@@ -218,7 +218,7 @@ def test_rlsd_and_serl_estimators_by_hand():
     assert action[3].tolist()[:4] == [False, True, True, False]
     assert not action[4].any()                       # a turn without spans
     with pytest.raises(ValueError, match="step"):
-        b.meta.pop("step")
+        b.step = None
         ESTIMATORS["rlsd"].fn(b, cfg)
 
 

@@ -112,7 +112,7 @@ def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkey
 
     def spy(self, batch, rng, step):
         seen["counts"] = score(self, batch, rng, step)
-        seen["meta"] = dict(batch.meta)
+        seen["meta"], seen["step"] = dict(batch.meta), batch.step
         return seen["counts"]
     monkeypatch.setattr(Trainer, "score", spy)
     trainer = Trainer(small_config(tmp_path / "run", total_steps=1))
@@ -125,6 +125,8 @@ def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkey
     counts = seen["counts"]
     assert isinstance(counts, ScoreCounts)
     assert not [k for k in seen["meta"] if k.startswith(("sharpo/", "scoring/"))], seen["meta"]
+    # meta holds no input: the step is the batch's own field, meta only the cache key
+    assert seen["step"] == 1 and set(seen["meta"]) <= {"episode_adv_params"}, seen["meta"]
     assert rec["sharpo/teacher_rows"] == counts.teacher_rows
     assert rec["scoring/tokens_unshared"] == counts.tokens_unshared > 0
     assert rec["scoring/tokens_through_model"] == counts.tokens_through_model > 0
