@@ -131,10 +131,10 @@ def figure(res: dict, path: Path, oracle: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = [(k, r) for k, r in res["rows"].items() if "held" in r]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(15, 0.45 * len(rows) + 1.5), sharey=True)
     y = np.arange(len(rows))
-    for ax, key, title in ((axes[0], "held", "held-out success vs GRPO (points, by task)"),
-                           (axes[1], "late", "late training success vs GRPO (points, by seed)")):
+    for ax, key, title in ((axes[0], "held", "held-out success vs GRPO\n(points, by task)"),
+                           (axes[1], "late", "late training success vs GRPO\n(points, by seed)")):
         m = np.array([100 * r[key][0] if key in r else np.nan for _, r in rows])
         lo = np.array([100 * r[key][1] if key in r else np.nan for _, r in rows])
         hi = np.array([100 * r[key][2] if key in r else np.nan for _, r in rows])
