@@ -84,6 +84,9 @@ def test_spec_checks_its_prompts_and_schema():
         EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__], settings={})
     with pytest.raises(ValueError, match="render_turn_prompt"):
         EnvSpec(name="x", make_suite=_toy_suite, prompts=object(), settings={"name": (str,)})
+    with pytest.raises(ValueError, match="reward setting 'bonus' is not in its settings"):
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__],
+                settings={"name": (str,)}, reward_settings=("bonus",))
     assert parse_action("<action>a</action>") == "a" and render_hint(["a"])
 
 

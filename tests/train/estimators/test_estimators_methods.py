@@ -468,3 +468,20 @@ def test_sharpo_weight_side_down_caps_w_at_1_and_keeps_the_rest(seed):
     torch.testing.assert_close(down.segments.gap, both.segments.gap, equal_nan=True)
     with pytest.raises(ValueError, match="weight_side"):
         EstimatorConfig(weight_side="up").params("sharpo").validate()
+
+
+def test_sharpo_weight_side_down_is_both_where_no_weight_exceeds_1():
+    """weight_side=down changes nothing where the method's weight never exceeds 1: rows
+    without a teacher (gap NaN), and a teacher that never agrees more with A_i's sign."""
+    b = teacher_batch()
+    run = lambda side: ESTIMATORS["sharpo"].fn(
+        b, EstimatorConfig(weight_side=side, lam=1.0, alpha=0.9, tau=0.5).params("sharpo"))
+    b.has_teacher = torch.zeros(len(b), dtype=torch.bool)              # no teacher anywhere
+    torch.testing.assert_close(run("down").advantages, run("both").advantages, rtol=0, atol=0)
+    b = teacher_batch()
+    A = run("both").base
+    # every token's gap has the opposite sign of A_i: w = 1 - u <= 1 on every segment
+    b.teacher_logp = b.old_logp - torch.sign(A)[:, None] * 0.3 * b.response_mask
+    both, down = run("both"), run("down")
+    assert bool((both.segments.weight[~both.segments.weight.isnan()] <= 1).all())
+    torch.testing.assert_close(down.advantages, both.advantages, rtol=0, atol=0)
