@@ -124,7 +124,7 @@ def sized(env_config: dict) -> dict[str, int]:
 
     The SFT steps are not set here: ``sft.epochs=1`` (DEFAULTS) makes them one pass over
     the demonstrations, 2 episodes x (the lamp turns, the free turns kept and a hinted copy
-    of each lamp turn) per task: 813 at the default size, 813 at 15 turns, 875 at 4 lamps."""
+    of each lamp turn) per task: 813 at the default size, 812 at 15 turns, 875 at 4 lamps."""
     s = settings_of(dict(env_config, name="corridor"))
     lines = s.num_turns + s.num_decisive         # the last turn's hint: a line per turn,
     length = max(MIN_SFT_LENGTH, SFT_LENGTH_BASE + SFT_LENGTH_PER_LINE * lines)  # longer at lamps
