@@ -13,7 +13,8 @@ from sharpo_train.recipes.settings import parse_methods
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = "grpo,oracle,sharpo:0.2"
-SLUG = {item: slug for item, (_l, slug, _o) in zip(METHODS.split(","), parse_methods(METHODS))}
+RUNS = dict(zip(METHODS.split(","), parse_methods(METHODS)))     # item: (label, slug, overrides)
+SLUG = {item: slug for item, (_l, slug, _o) in RUNS.items()}
 WARM = 0.6
 # held-out eval.json per run: (per_task rates, success). "success" is set apart from the
 # mean of per_task so that the by-task gain can only come from per_task; per task averaged
@@ -45,8 +46,8 @@ def ceiling():
 def make_compare(root, skip=()):
     """RUN/pipeline.json and RUN/runs/<slug>-seed<k>/metrics.jsonl; ``skip``: (method, seed)
     whose RL phase is not recorded (its metrics stay on disk)."""
-    phases = {"eval/warm-start": {"done": True, "seconds": 1.0,
-                                  "result": {"success": WARM, "per_task": {"t0": 0.5, "t1": 0.75}}}}
+    warm = {"success": WARM, "per_task": {"t0": 0.5, "t1": 0.75}}
+    phases = {"eval/warm-start": {"done": True, "seconds": 1.0, "result": warm}}
     for item, seeds in HELD.items():
         for k, (per_task, success) in seeds.items():
             run = root / "runs" / f"{SLUG[item]}-seed{k}"
@@ -69,7 +70,8 @@ def test_gains_shares_and_collapses_by_hand(ceiling, tmp_path):
     assert s["held"][0] == pytest.approx(0.125) and o["held"][0] == pytest.approx(0.4375)
     assert s["held_updown"] == (1, 0) and o["held_updown"] == (2, 0)
     assert s["held"][3] == pytest.approx(0.125 / 0.4375) and o["held"][3] == pytest.approx(1.0)
-    # late (last half), by seed: sharpo (.25, .25) -> .25, oracle (.5, .25) -> .375 (last step: .125)
+    # late (last half), by seed: sharpo (.25, .25) -> .25, oracle (.5, .25) -> .375
+    # (the last step alone: .125 each)
     assert s["late"][0] == pytest.approx(0.25) and o["late"][0] == pytest.approx(0.375)
     assert s["late"][3] == pytest.approx(0.25 / 0.375)
     assert s["late_mean"] == pytest.approx(0.875) and s["held_mean"] == pytest.approx(0.6)
@@ -115,8 +117,10 @@ def test_default_table_header_is_unchanged(ceiling, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "warm start held-out success: 60.0%"
     assert lines[2] == HEADER
-    assert lines[-1].startswith("| SHARPO (λ=0.2) | 2 | 60.0 | +12.5 (") and "| 87.5 | +25.0 (" in lines[-1]
-    assert lines[-1].endswith("| 1/2 |")
+    sharpo = lines[-1]
+    assert sharpo.startswith(f"| {RUNS['sharpo:0.2'][0]} | 2 | 60.0 | +12.5 (")
+    assert "; 1 up / 0 down) |" in sharpo
+    assert "| 87.5 | +25.0 (" in sharpo and sharpo.endswith("| 1/2 |")
 
 
 @pytest.mark.parametrize("frac, title", [("1", "training, all steps (%)"),
@@ -141,11 +145,10 @@ def test_figure_panel_names_the_window(ceiling, tmp_path):
         plt.close(fig)
 
 
-@pytest.mark.parametrize("args, named", [(["--methods", "oracle,sharpo:0.2"], "'grpo'"),
-                                         (["--methods", METHODS, "--train-frac", "0"], "--train-frac"),
-                                         (["--methods", METHODS, "--train-frac", "1.5"], "--train-frac"),
-                                         (["--methods", METHODS, "--train-frac", "abc"], "--train-frac"),
-                                         (["--methods", METHODS, "--train-frac", "nan"], "--train-frac")])
+@pytest.mark.parametrize("args, named", [
+    (["--methods", "oracle,sharpo:0.2"], "'grpo'"),
+    *((["--methods", METHODS, "--train-frac", bad], "--train-frac")
+      for bad in ("0", "1.5", "abc", "nan"))])
 def test_bad_input_is_one_line_and_exit_2(ceiling, tmp_path, capsys, args, named):
     assert ceiling.main([str(make_compare(tmp_path))] + args) == 2
     out, err = capsys.readouterr()
