@@ -155,7 +155,7 @@ def table(res: dict) -> str:
         ls = f"{_pct(l[0])} ({_pct(l[1])} to {_pct(l[2])})" if l else ""
         lf = f"{_frac(l[3])} ({_frac(l[4])} to {_frac(l[5])})" if l else ""
         lines.append(f"| {r['label']} | {r['seeds']} | {100 * r['held_mean']:.1f} | {hs} | {hf} "
-                     f"| {100 * r['late_mean']:.1f} | {ls} | {lf} | {r['collapses']}/{r['seeds']} |")
+                     f"| {100 * r['late_mean']:.1f} | {ls} | {lf} | {'n/a' if r['collapses'] is None else r['collapses']}/{r['seeds']} |")
     return "\n".join(lines)
 
 
@@ -204,13 +204,18 @@ def main(argv=None) -> int:
     p.add_argument("--figure", default=None)
     a = p.parse_args(argv)
     try:
-        seeds = [int(s) for s in a.seeds.split(",")]
+        try:
+            seeds = [int(s) for s in a.seeds.split(",")]
+        except ValueError:
+            raise ValueError(f"--seeds: expected comma-separated integers, got {a.seeds!r}")
         res = measure(Path(a.run), a.methods, seeds, a.reference, a.oracle,
                       check_train_frac(a.train_frac))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"warm start held-out success: {100 * res['warm']:.1f}%\n")
+    warm = res["warm"]
+    print("warm start held-out success: "
+          + (f"{100 * warm:.1f}%" if warm is not None else "not recorded") + "\n")
     print(table(res))
     if a.figure:
         figure(res, Path(a.figure), a.oracle)

@@ -147,6 +147,7 @@ def test_figure_panel_names_the_window(ceiling, tmp_path):
 
 @pytest.mark.parametrize("args, named", [
     (["--methods", "oracle,sharpo:0.2"], "'grpo'"),
+    (["--methods", METHODS, "--seeds", "0,x"], "--seeds"),
     *((["--methods", METHODS, "--train-frac", bad], "--train-frac")
       for bad in ("0", "1.5", "abc", "nan"))])
 def test_bad_input_is_one_line_and_exit_2(ceiling, tmp_path, capsys, args, named):
@@ -158,3 +159,23 @@ def test_bad_input_is_one_line_and_exit_2(ceiling, tmp_path, capsys, args, named
 def test_measure_rejects_a_bad_train_frac(ceiling, tmp_path):
     with pytest.raises(ValueError, match=r"--train-frac: must be a number in \(0, 1\]"):
         ceiling.measure(make_compare(tmp_path), METHODS, [0, 1], "grpo", "oracle", 0.0)
+
+
+def test_a_compare_without_a_warm_start_prints_no_collapses(ceiling, tmp_path, capsys):
+    run = make_compare(tmp_path)
+    state = json.loads(run.joinpath("pipeline.json").read_text())
+    del state["phases"]["eval/warm-start"]
+    run.joinpath("pipeline.json").write_text(json.dumps(state))
+    assert ceiling.main([str(run), "--methods", METHODS, "--seeds", "0,1"]) == 0
+    out = capsys.readouterr().out
+    assert "warm start held-out success: not recorded" in out and "| n/a/2 |" in out
+
+
+def test_the_window_is_exact_where_steps_x_frac_is_not_a_float_integer(tmp_path):
+    from sharpo_train.analysis.report.compare_training import late_success
+    run = tmp_path / "run"
+    run.mkdir()
+    run.joinpath("metrics.jsonl").write_text("".join(
+        json.dumps({"kind": "train", "step": s, "success": float(s > 7)}) + "\n"
+        for s in range(1, 11)))
+    assert late_success(run, 0.3) == 1.0          # steps 8-10, not 7-10 (10 x 0.3 > 3)
