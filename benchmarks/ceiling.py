@@ -2,20 +2,27 @@
 
 Reads a finished `sharpo compare` directory and prints, per method, the gain over a
 reference method (GRPO) in late training success (paired by RL seed) and in held-out
-success (paired task by task, each task's success averaged over the seeds), the fraction
+success (paired task by task, each task's success averaged over the seeds; a task's
+success is its rate when eval.episodes_per_task > 1), the fraction
 of the oracle's gain the method captures (the ratio of the mean gains; 95% bootstrap over
 seeds / tasks, resampled jointly for the method and the oracle, on the seeds all three
 ran; the gain itself on every seed the method and the reference ran), and the collapses
 (runs whose final held-out success is below the warm start's). ``--figure`` draws the
 held-out and late-training gains with their intervals and the oracle's as a line.
 
+Late training success of a run: its mean training success over the last ``--train-frac``
+of its steps (default 0.5, the last half; compare_training.late_success). ``--train-frac 1``
+averages over all steps, the area under the training curve: it measures speed when every
+method ends near the same level. The table's and the figure's titles name the window.
+
     PYTHONPATH=. .venv/bin/python benchmarks/ceiling.py RUN \\
         --methods grpo,sharpo:0.2,oracle,... [--reference grpo] [--oracle oracle] \\
-        [--seeds 0,1,2,3,4] [--figure ceiling.png]
+        [--seeds 0,1,2,3,4] [--train-frac 0.5] [--figure ceiling.png]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -42,7 +49,33 @@ def _boot(diff_m: np.ndarray, diff_o: np.ndarray, n_boot: int = 10000, seed: int
     return diff_m.mean(), lo, hi, ratio, rlo, rhi
 
 
-def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: str) -> dict:
+def check_train_frac(value) -> float:
+    """``--train-frac`` as a float in (0, 1]; a one-line ValueError naming it otherwise."""
+    try:
+        frac = float(value)
+    except (TypeError, ValueError):
+        frac = math.nan
+    if not 0 < frac <= 1:
+        raise ValueError(f"--train-frac: must be a number in (0, 1], got {value!r}")
+    return frac
+
+
+def window_titles(frac: float) -> tuple[str, str, str, str]:
+    """(success column, gain column, share column, figure panel) titles of the training
+    window ``frac``: "late" for the last half, "all steps" for 1, "last F% of steps" else."""
+    if frac == 0.5:
+        return ("late training (%)", "vs GRPO, late (by seed)",
+                "share of the oracle's late gain", "late training success vs GRPO")
+    what, short = (("all steps", "all-steps") if frac == 1 else
+                   (f"last {100 * frac:g}% of steps", f"last-{100 * frac:g}%"))
+    return (f"training, {what} (%)", f"vs GRPO, {what} (by seed)",
+            f"share of the oracle's {short} training gain",
+            f"training success, {what}, vs GRPO")
+
+
+def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: str,
+            train_frac: float = 0.5) -> dict:
+    train_frac = check_train_frac(train_frac)
     log = PhaseLog(out)
     runs = parse_methods(methods)
     slug_of = {item.strip(): slug for item, (_l, slug, _o) in zip(methods.split(","), runs)}
@@ -55,11 +88,11 @@ def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: s
     for item, slug in slug_of.items():
         held = {k: log.result(f"rl/{slug}/seed{k}") for k in seeds}
         held = {k: r for k, r in held.items() if r}
-        late = {k: late_success(out / "runs" / f"{slug}-seed{k}") for k in held}
+        late = {k: late_success(out / "runs" / f"{slug}-seed{k}", train_frac) for k in held}
         data[item] = {"label": label_of[item], "held": held,
                       "late": {k: v for k, v in late.items() if v is not None}}
     ref, orc = data[reference], data[oracle]
-    res = {"warm": warm, "rows": {}}
+    res = {"warm": warm, "train_frac": train_frac, "rows": {}}
     for item, d in data.items():
         ks = sorted(set(d["late"]) & set(ref["late"]) & set(orc["late"]))   # the share's seeds
         row = {"label": d["label"], "seeds": len(d["held"]),
@@ -110,9 +143,9 @@ def _frac(x) -> str:
 
 
 def table(res: dict) -> str:
+    train, gain, share, _ = window_titles(res.get("train_frac", 0.5))
     lines = ["| Method | seeds | held-out (%) | vs GRPO, held-out (by task) | share of the "
-             "oracle's held-out gain | late training (%) | vs GRPO, late (by seed) | share "
-             "of the oracle's late gain | collapses |",
+             f"oracle's held-out gain | {train} | {gain} | {share} | collapses |",
              "|---|---:|---:|---|---|---:|---|---|---:|"]
     for item, r in res["rows"].items():
         h, l = r.get("held"), r.get("late")
@@ -122,11 +155,12 @@ def table(res: dict) -> str:
         ls = f"{_pct(l[0])} ({_pct(l[1])} to {_pct(l[2])})" if l else ""
         lf = f"{_frac(l[3])} ({_frac(l[4])} to {_frac(l[5])})" if l else ""
         lines.append(f"| {r['label']} | {r['seeds']} | {100 * r['held_mean']:.1f} | {hs} | {hf} "
-                     f"| {100 * r['late_mean']:.1f} | {ls} | {lf} | {r['collapses']}/{r['seeds']} |")
+                     f"| {100 * r['late_mean']:.1f} | {ls} | {lf} | {'n/a' if r['collapses'] is None else r['collapses']}/{r['seeds']} |")
     return "\n".join(lines)
 
 
-def figure(res: dict, path: Path, oracle: str) -> None:
+def figure(res: dict, path: Path, oracle: str):
+    """Both panels (held-out by task, training by seed) saved to ``path``; returns the figure."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -134,7 +168,8 @@ def figure(res: dict, path: Path, oracle: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(15, 0.45 * len(rows) + 1.5), sharey=True)
     y = np.arange(len(rows))
     for ax, key, title in ((axes[0], "held", "held-out success vs GRPO\n(points, by task)"),
-                           (axes[1], "late", "late training success vs GRPO\n(points, by seed)")):
+                           (axes[1], "late", window_titles(res.get("train_frac", 0.5))[3]
+                            + "\n(points, by seed)")):
         m = np.array([100 * r[key][0] if key in r else np.nan for _, r in rows])
         lo = np.array([100 * r[key][1] if key in r else np.nan for _, r in rows])
         hi = np.array([100 * r[key][2] if key in r else np.nan for _, r in rows])
@@ -153,6 +188,7 @@ def figure(res: dict, path: Path, oracle: str) -> None:
                  "(red dashed: perfect credit)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return fig
 
 
 def main(argv=None) -> int:
@@ -162,15 +198,24 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--reference", default="grpo")
     p.add_argument("--oracle", default="oracle")
+    p.add_argument("--train-frac", default="0.5",
+                   help="training window: the last F of each run's steps, F in (0, 1]; "
+                        "1 = all steps")
     p.add_argument("--figure", default=None)
     a = p.parse_args(argv)
     try:
-        seeds = [int(s) for s in a.seeds.split(",")]
-        res = measure(Path(a.run), a.methods, seeds, a.reference, a.oracle)
+        try:
+            seeds = [int(s) for s in a.seeds.split(",")]
+        except ValueError:
+            raise ValueError(f"--seeds: expected comma-separated integers, got {a.seeds!r}")
+        res = measure(Path(a.run), a.methods, seeds, a.reference, a.oracle,
+                      check_train_frac(a.train_frac))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"warm start held-out success: {100 * res['warm']:.1f}%\n")
+    warm = res["warm"]
+    print("warm start held-out success: "
+          + (f"{100 * warm:.1f}%" if warm is not None else "not recorded") + "\n")
     print(table(res))
     if a.figure:
         figure(res, Path(a.figure), a.oracle)

@@ -1,7 +1,8 @@
 """`sharpo eval --run-dir RUN | --model DIR [--games DIR] [--config FILE] [--out FILE] [--force]
 [key=value ...]`.
 
-Plays one episode per evaluation task (greedy unless eval.temperature > 0) with the newest
+Plays one episode per evaluation task (greedy unless eval.temperature > 0;
+eval.episodes_per_task=k sampled ones, per_task then each task's rate) with the newest
 checkpoint of a run (its resolved config.yaml is the base config; a `sharpo demo` directory
 means its rl/ run) or with a local HF model directory, and prints the eval.json object.
 

@@ -1,4 +1,5 @@
-"""Evaluation: one episode per task (greedy by default), success overall and per family.
+"""Evaluation: one episode per task (greedy by default; ``eval.episodes_per_task`` sampled
+ones), success overall and per family.
 
 Two entry points, one path through them, on the tasks ``balanced_tasks`` picks:
 
@@ -14,7 +15,8 @@ Two entry points, one path through them, on the tasks ``balanced_tasks`` picks:
 
 The result is the RUN/eval.json object (docs/run_directory.md):
 {"success", "per_family": {family: rate}, "per_family_episodes": {family: n}, "episodes",
-"games", "per_task": {task id: 1 or 0}} (per_task lets two evaluations on the same tasks be
+"games", "per_task": {task id: 1 or 0}} (with eval.episodes_per_task = k > 1: the task's
+success rate over its k episodes, and "episodes_per_task": k) (per_task lets two evaluations on the same tasks be
 compared game by game: analysis/report/stats.py); an environment that scores its episodes (WebShop:
 info["task_score"], WebShop's reward in [0, 1]; success is score == 1) adds {"score": mean
 task score, "per_family_score": {family: mean}, "per_task_score": {task id: score}} -- the
@@ -58,13 +60,22 @@ def score_by_family(episodes) -> Optional[tuple[float, dict[str, float]]]:
     return sum(values) / len(values), {f: sum(v) / len(v) for f, v in sorted(fam.items())}
 
 
+def per_task_mean(episodes, value) -> dict[str, float]:
+    """{task id: mean of value(episode) over the task's episodes}."""
+    by: dict[str, list[float]] = {}
+    for ep in episodes:
+        by.setdefault(ep.task.id, []).append(value(ep))
+    return {i: sum(v) / len(v) for i, v in by.items()}
+
+
 def evaluate(model, tokenizer, suite, tasks, config, pool=None) -> dict:
     r, ev = config.rollout, config.eval
+    k = ev.episodes_per_task
     own_pool = pool is None
     pool = pool or suite.make_pool(r.num_env_workers)
     try:
         episodes = collect_rollouts(
-            model, tokenizer, pool, list(tasks), 1, env_prompts(config.env),
+            model, tokenizer, pool, list(tasks), k, env_prompts(config.env),
             max_turns=ev.max_turns or r.max_turns, max_new_tokens=r.max_new_tokens,
             temperature=ev.temperature, top_p=r.top_p, history_length=r.history_length,
             max_prompt_tokens=r.max_prompt_tokens, generation_batch_size=r.generation_batch_size,
@@ -75,13 +86,23 @@ def evaluate(model, tokenizer, suite, tasks, config, pool=None) -> dict:
     overall, per_family = success_by_family(episodes)
     result = {"success": overall, "per_family": per_family, "episodes": len(episodes),
               "games": eval_source(config.env),
-              "per_task": {ep.task.id: int(bool(ep.success)) for ep in episodes}}
+              "per_task": ({ep.task.id: int(bool(ep.success)) for ep in episodes} if k == 1
+                           else per_task_mean(episodes, lambda ep: float(bool(ep.success))))}
+    if k > 1:
+        result["episodes_per_task"] = k
     scored = score_by_family(episodes)
     if scored is not None:
         result["score"], result["per_family_score"] = scored
-        result["per_task_score"] = {ep.task.id: float(ep.score if ep.score is not None
-                                                      else ep.success) for ep in episodes}
+        result["per_task_score"] = per_task_mean(
+            episodes, lambda ep: float(ep.score if ep.score is not None else ep.success))
     return result
+
+
+def family_episodes(tasks, result: dict) -> dict[str, int]:
+    """eval.json's "per_family_episodes": episodes played per family (tasks x
+    episodes_per_task)."""
+    k = int(result.get("episodes_per_task", 1))
+    return {f: n * k for f, n in episodes_by_family(tasks).items()}
 
 
 def eval_source(env: dict) -> str:
@@ -107,7 +128,8 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
                         pool=None, seed: Optional[int] = None,
                         games_dir: Optional[str | Path] = None,
                         max_turns: Optional[int] = None, sample_key: str = "eval") -> dict:
-    """Greedy (eval.temperature=0) evaluation of one policy, one episode per task.
+    """Greedy (eval.temperature=0) evaluation of one policy, one episode per task
+    (eval.episodes_per_task sampled ones at eval.temperature > 0).
 
     policy: a checkpoint directory, or a (model, tokenizer) pair (the trainer's own).
     tasks: what to play; None: ``balanced_tasks(suite.eval_tasks, eval.num_tasks, sample_key)``.
@@ -147,5 +169,5 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
         result = evaluate(model, tokenizer, suite, tasks, cfg, pool=pool)
     finally:
         torch.set_num_threads(threads)
-    result["per_family_episodes"] = episodes_by_family(tasks)
+    result["per_family_episodes"] = family_episodes(tasks, result)
     return result

@@ -29,8 +29,7 @@ from ..runs.checkpoint import latest_checkpoint
 from ..settings.config import load_config
 from ..envs.registry import get_spec
 from ..settings.loader import override_key
-from ..envs.base import episodes_by_family
-from ..loops.evaluate import evaluate_checkpoint
+from ..loops.evaluate import evaluate_checkpoint, family_episodes
 from ..io import atomic_write_json, loads_json
 from ..models.tokenizer import TOKENIZER_DIR
 from ..loops.sft import run_sft
@@ -123,7 +122,7 @@ def final_eval(run_dir: Path, tasks: list) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the RL run wrote no final evaluation (eval.at_end)")
     result = loads_json(path.read_text(), path)
-    result["per_family_episodes"] = episodes_by_family(tasks)
+    result["per_family_episodes"] = family_episodes(tasks, result)
     return result
 
 

@@ -282,6 +282,9 @@ class EvalConfig:
                                           # tasks (a fixed family-balanced sample, greedy):
                                           # eval/train_success, a training curve free of the
                                           # per-step task draw
+    episodes_per_task: int = 1            # > 1: every task is played this many times
+                                          # (sampled: needs temperature > 0); per_task then
+                                          # holds each task's success rate (verl: val n)
 
     def validate(self) -> None:
         in_range(self, "every", 0)
@@ -291,6 +294,10 @@ class EvalConfig:
         need(self.temperature == 0 or self.temperature >= 1e-3, "temperature",
              "0 (greedy) or a number in [0.001, 100]", self.temperature)
         in_range(self, "max_turns", 1, 1000, nullable=True)
+        in_range(self, "episodes_per_task", 1, 1000)
+        need(self.episodes_per_task == 1 or self.temperature > 0, "episodes_per_task",
+             "1 with greedy decoding (eval.temperature=0: every repeat plays the same "
+             "episode); set eval.temperature > 0 to sample repeats", self.episodes_per_task)
 
 
 def check_env(env: dict) -> None:

@@ -42,8 +42,9 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
                              start_success=warm["success"] if warm else None)
     secs = log.seconds()
     sft = log.result("sft") or {}
-    n_held = (warm or next((r for v in held.values() for r in v), {})).get("episodes",
-                                                                           s.eval_games)
+    first = warm or next((r for v in held.values() for r in v), {})
+    per_task = int(first.get("episodes_per_task", 1))
+    n_held = first.get("episodes", s.eval_games * per_task) // per_task
     lines = [f"# GRPO vs SHARPO on {env.label} (CPU scale)", "",
              f"Command: `{log.state.get('command', '')}`", "",
              f"Seeds: {seeds}. Runs finished per method: "
@@ -54,8 +55,10 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
              + env.tasks_note(s)
              + ". Every run starts from it, with the same trainer settings "
              "except the method; seed k gives every method the same task sequence.", "",
-             f"## {env.heldout(s, n_held)}; {env.decoding}, one episode per "
-             f"{'goal' if env.scored else env.task_word}", ""]
+             f"## {env.heldout(s, n_held)}; {env.decoding}, "
+             + (f"{per_task} episodes per " if per_task > 1 else "one episode per ")
+             + f"{'goal' if env.scored else env.task_word}"
+             + (" (a task's score: its success rate over them)" if per_task > 1 else ""), ""]
     if warm:
         lines += ["Warm start before RL: ", "",
                   single_run_markdown(warm, fams, label="warm start"), ""]

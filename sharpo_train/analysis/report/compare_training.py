@@ -26,7 +26,7 @@ def late_success(run_dir, frac: float = 0.5) -> Optional[float]:
     xs = [float(r["success"]) for r in sorted(train, key=lambda r: r["step"]) if "success" in r]
     if not xs:
         return None
-    k = max(1, math.ceil(len(xs) * frac))
+    k = max(1, math.ceil(round(len(xs) * frac, 9)))     # 10 x 0.3 is 3.0000000000000004
     return sum(xs[-k:]) / k
 
 

@@ -1,9 +1,10 @@
 """The corridor recipe at other sizes (envs/corridor/recipe.py ``sized`` and ``free_keep``,
 docs/corridor.md "Other sizes"): the default size keeps the recipe's values, another size
-keeps the default's mix of lamp and free turns in the warm start's data, with more SFT steps
-for more examples per task (and more length where its hints need it), an explicit override
-or --quick still wins, and the reply budget and SFT length fit every reply and hinted
-example they are derived for."""
+keeps the default's mix of lamp and free turns in the warm start's data, the SFT makes one
+pass over them whatever their number (sft.epochs=1, no step cap: 813 steps at the default
+size; it was a fixed 350, under half a pass), an explicit override or --quick still wins,
+and the reply budget and SFT length fit every reply and hinted example they are derived
+for."""
 from __future__ import annotations
 
 import json
@@ -17,10 +18,31 @@ from sharpo_train.envs.corridor.recipe import free_keep, sized
 from sharpo_train.errors import ConfigError
 from sharpo_train.recipes.settings import PipelinePlan
 
-# the recipe's values before they were derived (DEFAULTS until this change): the default
-# compare must not move
-TODAY = {"sft.max_steps": 350, "sft.max_length": 1024, "rollout.max_new_tokens": 24,
-         "rollout.max_turns": 100}
+# the recipe's values before they were derived: the default compare must not move
+TODAY = {"sft.max_length": 1024, "rollout.max_new_tokens": 24, "rollout.max_turns": 100}
+
+
+def sft_steps(tmp_path, *overrides) -> int:
+    """The warm start's optimizer steps for these settings: sft.max_steps, or one pass of
+    sft.epochs over the demonstrations the recipe writes (loops/sft.py run_sft's rule)."""
+    import math
+
+    from sharpo_train.envs.corridor import make_suite
+    from sharpo_train.envs.corridor.demos import write_demos
+    from sharpo_train.loops.sft import hinted_demos, load_demos
+    sft, train = plan(tmp_path, *overrides)
+    if sft.max_steps:
+        return sft.max_steps
+    env = {k[len("env."):]: v for k, v in train.items() if k.startswith("env.")}
+    settings = {k: int(v) for k, v in env.items() if k in ("num_turns", "num_decisive")}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "demos.jsonl"
+    write_demos(str(path), make_suite({"name": "corridor", **settings, "num_train": 500,
+                                       "num_eval": 0}).train_tasks, agent="mixed",
+                seed=0, history_length=0, free_keep=free_keep(CorridorSettings(**settings)))
+    n = len(load_demos(path)) + len(hinted_demos(path, sft.hint_fraction, sft.seed,
+                                                 sft.hint_settings(), "corridor"))
+    return max(1, round(sft.epochs * math.ceil(n / sft.batch_size)))
 
 
 def plan(tmp_path, *overrides, quick=False):
@@ -36,25 +58,25 @@ def test_default_size_derives_the_recipes_values(tmp_path):
     assert sized({"name": "corridor"}) == TODAY
     assert sized({"name": "corridor", "num_turns": 10, "num_decisive": 3}) == TODAY
     sft, train = plan(tmp_path)
-    assert (sft.max_steps, sft.max_length) == (350, 1024)
+    assert (sft.epochs, sft.max_steps, sft.max_length) == (1, 0, 1024)
     assert (train["rollout.max_new_tokens"], train["rollout.max_turns"]) == ("24", "100")
+    assert (train["env.format_penalty"], train["eval.episodes_per_task"]) == ("0.5", "4")
+    assert sft_steps(tmp_path) == 813          # 13,000 examples / 16: one pass
 
 
-def test_bigger_sizes_keep_the_mix_and_get_more_sft_steps(tmp_path):
+def test_bigger_sizes_keep_the_mix_and_one_sft_pass(tmp_path):
     # examples per task / 2: 2 x num_decisive + the free turns kept; 13 at the default size
     assert free_keep(CorridorSettings()) == 1.0
     assert free_keep(CorridorSettings(num_turns=15)) == pytest.approx(7 / 12)
     assert free_keep(CorridorSettings(num_decisive=4)) == 1.0      # 6 free per 4 lamps
     assert free_keep(CorridorSettings(num_turns=3, num_decisive=3)) == 1.0
-    assert sized({"num_turns": 15})["sft.max_steps"] == 350        # 6 + 7 kept: the mix
-    assert sized({"num_decisive": 4})["sft.max_steps"] == 377      # 350 * 14 / 13
-    assert sized({"num_turns": 14, "num_decisive": 4})["sft.max_steps"] == 467
     assert sized({"num_turns": 100})["sft.max_length"] > 1024
     assert sized({"num_turns": 50, "num_decisive": 14})["sft.max_length"] == 1024
-    sft, train = plan(tmp_path, "env.num_decisive=4")
-    assert sft.max_steps == 377 and train["rollout.max_turns"] == "100"
-    sft, _ = plan(tmp_path, "env.num_turns=14", "env.num_decisive=4")
-    assert sft.max_steps == 467
+    # one pass over 2 x (2 x lamps + free turns kept) examples per task, 500 tasks, batch 16
+    assert sft_steps(tmp_path / "a", "env.num_turns=15") == 812         # 7 of 12 free kept
+    assert sft_steps(tmp_path / "b", "env.num_decisive=4") == 875       # 14,000 examples
+    _, train = plan(tmp_path, "env.num_decisive=4")
+    assert train["rollout.max_turns"] == "100"
 
 
 def test_free_keep_drops_only_free_turns_and_one_keeps_every_record(tmp_path):
