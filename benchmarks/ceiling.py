@@ -60,17 +60,18 @@ def check_train_frac(value) -> float:
     return frac
 
 
-def window_titles(frac: float) -> tuple[str, str, str, str]:
+def window_titles(frac: float, ref: str = "GRPO") -> tuple[str, str, str, str]:
     """(success column, gain column, share column, figure panel) titles of the training
-    window ``frac``: "late" for the last half, "all steps" for 1, "last F% of steps" else."""
+    window ``frac``: "late" for the last half, "all steps" for 1, "last F% of steps" else;
+    ``ref``: the reference method's label."""
     if frac == 0.5:
-        return ("late training (%)", "vs GRPO, late (by seed)",
-                "share of the oracle's late gain", "late training success vs GRPO")
+        return ("late training (%)", f"vs {ref}, late (by seed)",
+                "share of the oracle's late gain", f"late training success vs {ref}")
     what, short = (("all steps", "all-steps") if frac == 1 else
                    (f"last {100 * frac:g}% of steps", f"last-{100 * frac:g}%"))
-    return (f"training, {what} (%)", f"vs GRPO, {what} (by seed)",
+    return (f"training, {what} (%)", f"vs {ref}, {what} (by seed)",
             f"share of the oracle's {short} training gain",
-            f"training success, {what}, vs GRPO")
+            f"training success, {what}, vs {ref}")
 
 
 def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: str,
@@ -92,7 +93,8 @@ def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: s
         data[item] = {"label": label_of[item], "held": held,
                       "late": {k: v for k, v in late.items() if v is not None}}
     ref, orc = data[reference], data[oracle]
-    res = {"warm": warm, "train_frac": train_frac, "rows": {}}
+    res = {"warm": warm, "train_frac": train_frac, "reference_label": label_of[reference],
+           "rows": {}}
     for item, d in data.items():
         ks = sorted(set(d["late"]) & set(ref["late"]) & set(orc["late"]))   # the share's seeds
         row = {"label": d["label"], "seeds": len(d["held"]),
@@ -143,8 +145,9 @@ def _frac(x) -> str:
 
 
 def table(res: dict) -> str:
-    train, gain, share, _ = window_titles(res.get("train_frac", 0.5))
-    lines = ["| Method | seeds | held-out (%) | vs GRPO, held-out (by task) | share of the "
+    ref = res.get("reference_label", "GRPO")
+    train, gain, share, _ = window_titles(res.get("train_frac", 0.5), ref)
+    lines = ["| Method | seeds | held-out (%) | " f"vs {ref}, held-out (by task) | share of the "
              f"oracle's held-out gain | {train} | {gain} | {share} | collapses |",
              "|---|---:|---:|---|---|---:|---|---|---:|"]
     for item, r in res["rows"].items():
@@ -167,8 +170,9 @@ def figure(res: dict, path: Path, oracle: str):
     rows = [(k, r) for k, r in res["rows"].items() if "held" in r]
     fig, axes = plt.subplots(1, 2, figsize=(15, 0.45 * len(rows) + 1.5), sharey=True)
     y = np.arange(len(rows))
-    for ax, key, title in ((axes[0], "held", "held-out success vs GRPO\n(points, by task)"),
-                           (axes[1], "late", window_titles(res.get("train_frac", 0.5))[3]
+    ref = res.get("reference_label", "GRPO")
+    for ax, key, title in ((axes[0], "held", f"held-out success vs {ref}\n(points, by task)"),
+                           (axes[1], "late", window_titles(res.get("train_frac", 0.5), ref)[3]
                             + "\n(points, by seed)")):
         m = np.array([100 * r[key][0] if key in r else np.nan for _, r in rows])
         lo = np.array([100 * r[key][1] if key in r else np.nan for _, r in rows])
@@ -184,7 +188,7 @@ def figure(res: dict, path: Path, oracle: str):
         ax.set_title(title, fontsize=10)
     axes[0].set_yticks(y, [r["label"] for _, r in rows], fontsize=8)
     axes[0].invert_yaxis()
-    fig.suptitle("The credit ceiling on the corridor: gain over GRPO, 95% bootstrap "
+    fig.suptitle(f"The credit ceiling on the corridor: gain over {ref}, 95% bootstrap "
                  "(red dashed: perfect credit)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

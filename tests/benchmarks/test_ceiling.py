@@ -179,3 +179,19 @@ def test_the_window_is_exact_where_steps_x_frac_is_not_a_float_integer(tmp_path)
         json.dumps({"kind": "train", "step": s, "success": float(s > 7)}) + "\n"
         for s in range(1, 11)))
     assert late_success(run, 0.3) == 1.0          # steps 8-10, not 7-10 (10 x 0.3 > 3)
+
+
+def test_titles_name_the_reference_method(ceiling, tmp_path, capsys):
+    """--reference oracle: every "vs" title names the oracle's label, not GRPO."""
+    run = make_compare(tmp_path)
+    assert ceiling.main([str(run), "--methods", METHODS, "--seeds", "0,1",
+                         "--reference", "oracle", "--oracle", "sharpo:0.2"]) == 0
+    header = capsys.readouterr().out.splitlines()[2]
+    label = RUNS["oracle"][0]
+    assert f"vs {label}, held-out (by task)" in header and f"vs {label}, late (by seed)" in header
+    assert "GRPO" not in header
+    res = ceiling.measure(run, METHODS, [0, 1], "oracle", "sharpo:0.2")
+    fig = ceiling.figure(res, tmp_path / "f.png", "sharpo:0.2")
+    assert fig.axes[0].get_title().startswith(f"held-out success vs {label}")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
