@@ -51,7 +51,7 @@ def _token_dispatch(backend, logits, labels, temperature, ignore_index, return_e
                     check_finite=False):
     check_label_values(labels, logits.shape[-1], ignore_index)
     if check_finite:
-        check_finite_logits(logits, labels, ignore_index)
+        check_finite_logits(logits, labels, ignore_index, temperature)
     if backend == "torch":
         out = token_logprobs_reference(logits, labels, temperature=temperature,
                                        ignore_index=ignore_index, return_entropy=return_entropy)
@@ -104,7 +104,7 @@ def _linear_dispatch(backend, hidden, weight, bias, labels, temperature, ignore_
                      return_entropy, check_finite=False):
     check_label_values(labels, weight.shape[0], ignore_index)
     if check_finite:
-        check_finite_linear(hidden, weight, bias, labels, ignore_index)
+        check_finite_linear(hidden, weight, bias, labels, ignore_index, temperature)
     if backend == "torch":
         out = linear_logprobs_reference(hidden, weight, labels, bias=bias,
                                         temperature=temperature, ignore_index=ignore_index,

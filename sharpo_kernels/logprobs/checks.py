@@ -10,7 +10,12 @@ Finiteness (``check_finite``, docs/api.md "Non-finite inputs"): a row that is sc
 label is not ignore_index) must not hold NaN or +inf, and not be -inf everywhere; -inf
 entries are masked tokens and allowed (their log-prob is -inf). The check is one max
 pass over the inputs, no [N, V] temporary: on by default for CPU tensors, off for CUDA
-tensors (it would add a pass over the logits and a host sync to every call).
+tensors (it would add a pass over the logits and a host sync to every call). With the check
+on, the scaled logits must also stay representable (docs/api.md "Accepted ranges"): a
+scored row's max/T and (max - logit at the label)/T within half the computation dtype's
+range, so every backend returns the same finite log-prob rather than -inf/NaN from an
+overflow; for `linear_logprobs` the logits are bounded without forming them,
+|z| <= ||h|| * max_v ||w_v|| + max |b| (Cauchy-Schwarz).
 """
 from __future__ import annotations
 
@@ -23,6 +28,17 @@ import torch
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 _INT64 = torch.iinfo(torch.int64)
+# temperature range (docs/api.md "Accepted ranges"): a normal float32 whose reciprocal is a
+# normal float32 too, so 1/T and x/T mean the same on every backend (the Triton kernels
+# hold T and 1/T in fp32).
+TEMPERATURE_MIN = 2.0 ** -126          # 1.18e-38
+TEMPERATURE_MAX = 2.0 ** 126           # 8.5e37
+
+
+def _half_range(dtype: torch.dtype) -> float:
+    """Half the largest finite value of the computation dtype (fp64 for fp64 inputs, else
+    fp32): the bound scaled logits must stay under, with room for the rounding."""
+    return torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).max / 2
 
 
 def check_float(name: str, t, *, ndim_min: int = 1) -> None:
@@ -48,6 +64,10 @@ def check_scalars(temperature, ignore_index, return_entropy) -> tuple[float, int
     temperature = float(temperature)
     if not math.isfinite(temperature) or temperature <= 0:
         raise ValueError(f"temperature: must be finite and > 0, got {temperature}")
+    if not TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX:
+        raise ValueError(f"temperature: must lie in [2**-126, 2**126] (~[1.2e-38, 8.5e37]: "
+                         f"it and its reciprocal must be normal float32 numbers), got "
+                         f"{temperature:g}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
         raise TypeError(f"ignore_index: expected an int, got {type(ignore_index).__name__}")
     ignore_index = int(ignore_index)
@@ -123,13 +143,17 @@ def resolve_check_finite(flag, device: torch.device) -> bool:
 
 
 @torch.no_grad()
-def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int) -> None:
-    """logits [N, V], labels [N]: every scored row free of NaN/+inf and not all -inf.
-    One row-max pass (max propagates NaN), no [N, V] temporary."""
+def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int,
+                        temperature: float = 1.0) -> None:
+    """logits [N, V], labels [N]: every scored row free of NaN/+inf and not all -inf, and
+    its scaled logits representable: max/T, (max - logit at the label) and that over T
+    within half the computation dtype's range (a label at -inf, masked, is allowed).
+    One row-max pass (max propagates NaN) and a gather, no [N, V] temporary."""
     if not logits.numel():
         return
     hi = logits.amax(dim=-1)                                      # [N]
-    bad = ~torch.isfinite(hi) & (labels != ignore_index)
+    scored = labels != ignore_index
+    bad = ~torch.isfinite(hi) & scored
     if bool(bad.any()):
         r = int(bad.nonzero()[0, 0])
         h = float(hi[r])
@@ -137,13 +161,28 @@ def check_finite_logits(logits: torch.Tensor, labels: torch.Tensor, ignore_index
         raise ValueError(f"logits: row {r} (label {int(labels[r])}) holds {what}; scored rows "
                          f"must be finite (-inf entries, masked tokens, are allowed; pass "
                          f"check_finite=False to skip this check and get NaN out)")
+    if not bool(scored.any()):
+        return
+    safe = torch.where(scored, labels, torch.zeros_like(labels))
+    at = logits.gather(1, safe[:, None])[:, 0].double()           # [N] logit at the label
+    top = hi.double()
+    span = torch.where(torch.isfinite(at), top - at, torch.zeros_like(top))      # [N] >= 0
+    need = torch.maximum(span * max(1.0, 1.0 / temperature), top.abs() / temperature)
+    bad = (need > _half_range(logits.dtype)) & scored
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"logits: row {r} (label {int(labels[r])}) overflows once scaled by "
+                         f"1/temperature={temperature:g}: max {float(top[r]):g}, logit at the "
+                         f"label {float(at[r]):g}; the log-prob would not be finite "
+                         f"(docs/api.md, \"Accepted ranges\")")
 
 
 @torch.no_grad()
 def check_finite_linear(hidden: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
-                        labels: torch.Tensor, ignore_index: int) -> None:
+                        labels: torch.Tensor, ignore_index: int, temperature: float = 1.0) -> None:
     """hidden [N, H] (scored rows), weight [V, H] finite; bias [V] free of NaN/+inf (-inf:
-    a masked token)."""
+    a masked token); the bound on the scaled logits of every scored row within half the
+    computation dtype's range (one norm pass over hidden and weight, no [N, V])."""
     scored = labels != ignore_index
     if hidden.numel() and bool(scored.any()):
         bad = ~torch.isfinite(hidden.abs().amax(dim=-1)) & scored          # [N]
@@ -156,9 +195,27 @@ def check_finite_linear(hidden: torch.Tensor, weight: torch.Tensor, bias: Option
     if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
         raise ValueError("weight: holds NaN or inf (pass check_finite=False to skip this "
                          "check and get NaN out)")
+    b_abs = 0.0
     if bias is not None and bias.numel():
         hi = float(bias.max())
         if math.isnan(hi) or hi == math.inf or hi == -math.inf:
             raise ValueError(f"bias: holds {'NaN' if math.isnan(hi) else '+inf' if hi > 0 else 'only -inf'} "
                              f"(-inf entries, masked tokens, are allowed; pass "
                              f"check_finite=False to skip this check)")
+        finite = torch.isfinite(bias)
+        b_abs = float(torch.where(finite, bias.double().abs(), 0.0).max())
+    if not (hidden.numel() and bool(scored.any())):
+        return
+    # |z| <= ||h|| * max_v ||w_v|| + max|b| (docs/api.md "Accepted ranges"); the spread of a
+    # row's logits is at most twice that; both scaled by 1/T (or not, for T > 1).
+    h_norm = torch.linalg.vector_norm(hidden, dim=-1, dtype=torch.float64)     # [N]
+    w_norm = float(torch.linalg.vector_norm(weight, dim=-1, dtype=torch.float64).max())
+    bound = torch.where(scored, h_norm * w_norm + b_abs, torch.zeros_like(h_norm))
+    need = 2.0 * bound * max(1.0, 1.0 / temperature)
+    bad = need > _half_range(hidden.dtype)
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"hidden: row {r} (label {int(labels[r])}) may give logits that "
+                         f"overflow once scaled by 1/temperature={temperature:g}: "
+                         f"||h|| * max ||w_v|| + max |b| = {float(bound[r]):g}; the log-prob "
+                         f"would not be finite (docs/api.md, \"Accepted ranges\")")

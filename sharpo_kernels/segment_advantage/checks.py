@@ -18,7 +18,14 @@ Data rules (documented choice of the project):
 - teacher_logp / student_logp must be finite where they are used: at positions in a segment
   (as above) of a row with has_teacher True. Elsewhere (padding, prompt, rows without a
   teacher) any value, NaN included, is allowed and ignored.
-- advantages must be finite.
+- advantages must be finite, and small enough that A_i times the largest coefficient the
+  parameters allow stays within half the float32 range (`check_advantage_range`, run for
+  every backend before any of them; docs/api.md "Accepted ranges").
+
+Parameter ranges (`check_params`, docs/method.md §4 plus representability): tau, rho_min and
+rho_max must be normal float32 numbers whose reciprocals are too, [2**-126, 2**126]; the
+math runs in fp32 on every backend, so a bound outside that range would mean one thing in
+C++ (double) and another (or an overflow error) in torch and Triton.
 """
 from __future__ import annotations
 
@@ -83,9 +90,16 @@ def _real(name: str, x) -> float:
     return x
 
 
+# tau, rho_min and rho_max: normal float32 numbers whose reciprocals are normal too.
+PARAM_MIN = 2.0 ** -126                # 1.18e-38
+PARAM_MAX = 2.0 ** 126                 # 8.5e37
+_FP32_HALF = torch.finfo(torch.float32).max / 2
+
+
 def check_params(lam, alpha, tau, rho_min, rho_max) -> tuple[float, float, float, float, float]:
     """docs/method.md §4 requirements: 0 < alpha < 1, 0 <= lam <= 1, 0 < rho_min <= rho_max,
-    tau > 0."""
+    tau > 0; and tau, rho_min, rho_max in [2**-126, 2**126] (float32-representable, with
+    their reciprocals)."""
     lam, alpha, tau = _real("lam", lam), _real("alpha", alpha), _real("tau", tau)
     rho_min, rho_max = _real("rho_min", rho_min), _real("rho_max", rho_max)
     if not 0.0 <= lam <= 1.0:
@@ -99,7 +113,36 @@ def check_params(lam, alpha, tau, rho_min, rho_max) -> tuple[float, float, float
     if not rho_max >= rho_min:
         raise ValueError(f"rho_min/rho_max: must satisfy rho_min <= rho_max, got "
                          f"{rho_min} > {rho_max}")
+    for name, x in (("tau", tau), ("rho_min", rho_min), ("rho_max", rho_max)):
+        if not PARAM_MIN <= x <= PARAM_MAX:
+            raise ValueError(f"{name}: must lie in [2**-126, 2**126] (~[1.2e-38, 8.5e37]: it "
+                             f"and its reciprocal must be normal float32 numbers), got {x:g}")
     return lam, alpha, tau, rho_min, rho_max
+
+
+def max_coefficient(lam: float, alpha: float, rho_max: float) -> float:
+    """The largest factor A~/A_i the parameters allow: max(1, (1-lam) + lam*rho_max*(1+alpha))
+    (docs/method.md §4: rho <= rho_max, w <= 1 + alpha; tokens outside segments keep 1)."""
+    return max(1.0, (1.0 - lam) + lam * rho_max * (1.0 + alpha))
+
+
+def check_advantage_range(advantages: torch.Tensor, lam: float, alpha: float,
+                          rho_max: float) -> None:
+    """advantages [B]: every finite A_i converts to float32 and |A_i| * max_coefficient stays
+    within half the float32 range, so A~ is finite on every backend (they compute in fp32).
+    Non-finite values are left to the backends' own check (the same message everywhere).
+    Reads the [B] values (a host sync on CUDA)."""
+    if not advantages.numel():
+        return
+    a = advantages.detach().double()
+    c = max_coefficient(lam, alpha, rho_max)
+    bad = torch.isfinite(a) & (a.abs() * c > _FP32_HALF)
+    if bool(bad.any()):
+        r = int(bad.nonzero()[0, 0])
+        raise ValueError(f"advantages: {float(a[r]):g} at row {r} times the largest segment "
+                         f"coefficient {c:g} ((1 - lam) + lam * rho_max * (1 + alpha)) exceeds "
+                         f"half the float32 range ({_FP32_HALF:.3g}): the effective advantage "
+                         f"would not be finite; scale the advantages down or lower rho_max")
 
 
 def check_arguments(teacher_logp, student_logp, segment_ids, advantages, has_teacher,

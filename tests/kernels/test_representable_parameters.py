@@ -1,0 +1,130 @@
+"""Parameters and values at the edge of float32 (docs/api.md "Accepted ranges"): every
+backend on CPU (torch, cpp/cpu, the Triton interpreter) refuses the same inputs with a
+ValueError naming the argument, raised by the shared checks before any backend runs, or
+returns the same finite result. Before these checks, rho_max=1e308 was a RuntimeError in
+torch/triton and accepted by cpp, fp64 advantages of 1e300 became inf silently, and
+temperature=1e-300 / 1e-40 / 3.5e38 gave NaN or -inf even with check_finite."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sharpo_kernels import _backend, linear_logprobs, segment_advantage, token_logprobs
+
+CPU = torch.device("cpu")
+SEG_BACKENDS = _backend.usable_backends(CPU, ("torch", "cpp", "triton"))
+LP_BACKENDS = _backend.usable_backends(CPU, ("torch", "cpu", "triton"))
+T_MIN, T_MAX = 2.0 ** -126, 2.0 ** 126
+BELOW_MIN = float(np.nextafter(T_MIN, 0.0))
+ABOVE_MAX = float(np.nextafter(T_MAX, math.inf))
+
+
+def _batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    t, s = -torch.rand(3, 7, generator=g), -torch.rand(3, 7, generator=g)
+    ids = torch.tensor([[0, 0, 1, 1, 1, -1, -1], [0, 1, 2, 2, 2, 2, 2], [-1, 0, 0, 0, 0, 0, 1]])
+    return t, s, ids, torch.tensor([1.0, -0.5, 0.25])
+
+
+@pytest.mark.parametrize("backend", SEG_BACKENDS)
+@pytest.mark.parametrize("name,value", [
+    ("rho_max", 1e308), ("rho_max", 1e39), ("rho_max", ABOVE_MAX), ("tau", 1e-300),
+    ("tau", BELOW_MIN), ("tau", 1e300), ("rho_min", 1e-300), ("rho_min", BELOW_MIN)])
+def test_segment_parameters_outside_float32_are_refused(backend, name, value):
+    t, s, ids, adv = _batch()
+    kw = {name: value}
+    if name == "rho_min":
+        kw["rho_max"] = 4.0
+    with pytest.raises(ValueError, match=rf"^{name}: must lie in \[2\*\*-126, 2\*\*126\]"):
+        segment_advantage(t, s, ids, adv, backend=backend, **kw)
+
+
+@pytest.mark.parametrize("adv", [
+    torch.tensor([1e300, 1.0, 1.0], dtype=torch.float64),      # finite, not in float32
+    torch.tensor([1.0, 3e38, 1.0]),                            # finite fp32, A~ overflows
+    torch.tensor([1.0, 1.0, -1e38])])
+@pytest.mark.parametrize("backend", SEG_BACKENDS)
+def test_advantages_whose_product_overflows_float32_are_refused(backend, adv):
+    t, s, ids, _ = _batch()
+    with pytest.raises(ValueError, match=r"^advantages: .* at row \d times the largest"):
+        segment_advantage(t, s, ids, adv, backend=backend)
+
+
+def test_segment_parameters_at_the_edges_agree_across_backends():
+    t, s, ids, adv = _batch(1)
+    adv = adv * 1e-30                                          # room for rho_max = 2**126
+    for kw in ({"tau": T_MIN}, {"tau": T_MAX}, {"rho_min": T_MIN, "rho_max": T_MAX},
+               {"rho_max": T_MAX, "lam": 1.0}):
+        outs = [segment_advantage(t, s, ids, adv, backend=b, **kw) for b in SEG_BACKENDS]
+        for o in outs:
+            assert torch.isfinite(o.advantages).all(), kw
+        for o in outs[1:]:
+            torch.testing.assert_close(o.advantages, outs[0].advantages, rtol=1e-5, atol=0)
+    big = torch.tensor([1e38, -1e37, 5e37])                   # |A| * 1.6 < 1.7e38: accepted
+    outs = [segment_advantage(t, s, ids, big, backend=b, rho_max=1.0) for b in SEG_BACKENDS]
+    for o in outs:
+        assert torch.isfinite(o.advantages).all()
+        torch.testing.assert_close(o.advantages, outs[0].advantages, rtol=1e-5, atol=0)
+
+
+def _lp(fn, backend, temperature, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    if fn == "token":
+        x, lab = torch.rand(5, 11, generator=g) * scale, torch.randint(0, 11, (5,), generator=g)
+        return token_logprobs(x, lab, temperature=temperature, backend=backend,
+                              check_finite=True)
+    h, w = torch.rand(5, 3, generator=g) * scale, torch.rand(11, 3, generator=g)
+    lab = torch.randint(0, 11, (5,), generator=g)
+    return linear_logprobs(h, w, lab, temperature=temperature, backend=backend,
+                           check_finite=True)
+
+
+@pytest.mark.parametrize("fn", ["token", "linear"])
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+@pytest.mark.parametrize("temperature", [1e-300, 1e-40, BELOW_MIN, ABOVE_MAX, 3.5e38, 1e300])
+def test_temperature_outside_float32_is_refused(fn, backend, temperature):
+    with pytest.raises(ValueError, match=r"^temperature: must lie in \[2\*\*-126, 2\*\*126\]"):
+        _lp(fn, backend, temperature)
+
+
+@pytest.mark.parametrize("fn", ["token", "linear"])
+def test_temperature_at_the_edges_agrees_across_backends(fn):
+    for temperature, scale in ((T_MAX, 1.0), (T_MIN, 1e-2), (1e-30, 1e-2)):
+        outs = [_lp(fn, b, temperature, scale=scale) for b in LP_BACKENDS]
+        for o in outs:
+            assert torch.isfinite(o).all(), (fn, temperature, o)
+        for o in outs[1:]:
+            torch.testing.assert_close(o, outs[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+def test_token_logits_that_overflow_once_scaled_are_refused(backend):
+    x = torch.zeros(3, 5)
+    x[1, 2] = 1e30                                   # max/T = 1e40: not a float32
+    lab = torch.tensor([0, 0, 4])
+    with pytest.raises(ValueError, match=r"^logits: row 1 \(label 0\) overflows once scaled"):
+        token_logprobs(x, lab, temperature=1e-10, backend=backend)
+    x = torch.zeros(2, 4)
+    x[0, 1], x[0, 3] = 3e38, -3e38                   # max - label = 6e38 even at T = 10
+    with pytest.raises(ValueError, match=r"^logits: row 0 \(label 3\) overflows"):
+        token_logprobs(x, torch.tensor([3, 0]), temperature=10.0, backend=backend)
+    lab = torch.tensor([0, -100, 4])                 # the overflowing row at ignore_index
+    x = torch.zeros(3, 5)
+    x[1, 2] = 1e30
+    out = token_logprobs(x, lab, temperature=1e-10, backend=backend)
+    assert torch.isfinite(out).all() and out[1] == 0
+
+
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+def test_linear_logits_that_may_overflow_are_refused(backend):
+    h, w = torch.ones(2, 3), torch.ones(4, 3)
+    h[1] = 1e20                                      # logits ~ 1e40 even at T = 1
+    w[2] = 1e19
+    with pytest.raises(ValueError, match=r"^hidden: row 1 \(label 1\) may give logits"):
+        linear_logprobs(h, w, torch.tensor([0, 1]), backend=backend)
+    with pytest.raises(ValueError, match=r"^hidden: row 0 \(label 0\) may give logits"):
+        linear_logprobs(torch.ones(1, 3), torch.ones(4, 3), torch.tensor([0]),
+                        temperature=1e-38 * 2, backend=backend)
+    out = linear_logprobs(h, w, torch.tensor([0, -100]), backend=backend)   # row 1 ignored
+    assert torch.isfinite(out).all()
