@@ -28,7 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sharpo_train.recipes.phases import PhaseLog
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import (InputError, Parser, check_output, finite_number, input_dir, loads,  # noqa: E402
+                     read_json, read_text)
+
 from sharpo_train.recipes.settings import parse_methods
 from sharpo_train.analysis.report.compare import per_task_mean
 from sharpo_train.analysis.report.compare_training import late_success
@@ -74,22 +77,120 @@ def window_titles(frac: float, ref: str = "GRPO") -> tuple[str, str, str, str]:
             f"training success, {what}, vs {ref}")
 
 
+def _rate(x, where: str) -> float:
+    """A success rate: a finite number in [0, 1] (JSON null, how sharpo writes a non-finite
+    value, Infinity, a string are refused)."""
+    x = finite_number(x, where)
+    if not 0.0 <= x <= 1.0:
+        raise InputError(f"{where}: expected a success rate in [0, 1], got {x:g}")
+    return x
+
+
+class CompareFolder:
+    """The parts of a finished `sharpo compare` folder this script reads, each checked when
+    read (an InputError naming the file): RUN/pipeline.json (an object whose "phases" maps
+    names to {"done", "seconds", "result"}), the results' success rates and per-task rates,
+    and RUN/runs/<slug>-seed<k>/metrics.jsonl (regular files of JSON objects whose training
+    "success" values are rates)."""
+
+    def __init__(self, out):
+        self.out = input_dir(out, "a `sharpo compare` folder (RUN)")
+        self.pipeline = self.out / "pipeline.json"
+        if not self.pipeline.exists() and not self.pipeline.is_symlink():
+            raise InputError(f"{self.out}: not a `sharpo compare` folder (no pipeline.json)")
+        state = read_json(self.pipeline, "the pipeline.json of a `sharpo compare` folder")
+        if not isinstance(state, dict) or not isinstance(state.get("phases"), dict):
+            raise InputError(f"{self.pipeline}: expected a JSON object with \"phases\" (an "
+                             f"object); not the pipeline.json of a `sharpo compare` folder")
+        self.phases = state["phases"]
+
+    def result(self, name: str) -> dict | None:
+        """The recorded result of phase ``name`` (None: not run), its rates checked."""
+        entry = self.phases.get(name)
+        if entry is None:
+            return None
+        where = f"{self.pipeline}: phases[{name!r}]"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: expected an object, got {type(entry).__name__}")
+        res = entry.get("result")
+        if res is None or not entry.get("done"):
+            return None
+        if not isinstance(res, dict):
+            raise InputError(f"{where}.result: expected an object, got {type(res).__name__}")
+        _rate(res.get("success"), f"{where}.result.success")
+        per_task = res.get("per_task")
+        if per_task is not None:
+            if not isinstance(per_task, dict):
+                raise InputError(f"{where}.result.per_task: expected an object, got "
+                                 f"{type(per_task).__name__}")
+            for task, v in per_task.items():
+                _rate(v, f"{where}.result.per_task[{task!r}]")
+        return res
+
+    def late(self, slug: str, seed: int, frac: float) -> float:
+        """Late training success of runs/<slug>-seed<seed> (compare_training.late_success),
+        after checking its metrics.jsonl."""
+        run = self.out / "runs" / f"{slug}-seed{seed}"
+        path = run / "metrics.jsonl"
+        what = f"the training metrics of phase rl/{slug}/seed{seed}"
+        if not (self.out / "runs").is_dir():
+            raise InputError(f"{self.out / 'runs'}: no such folder; expected {what}")
+        lines = read_text(path, what).splitlines()
+        while lines and not lines[-1].strip():
+            lines.pop()
+        found = False
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = loads(line, f"{path}:{n}")
+            except InputError:
+                if n == len(lines):          # a torn last line: a run killed while writing
+                    break
+                raise
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+            is_eval = row.get("kind") == "eval" or (row.get("kind") is None and "eval/success" in row)
+            if not is_eval and "success" in row:
+                _rate(row["success"], f"{path}:{n}: success")
+                if isinstance(row.get("step"), bool) or not isinstance(row.get("step"), int):
+                    raise InputError(f"{path}:{n}: step: expected an integer, got "
+                                     f"{row.get('step')!r}"[:200])
+                found = True
+        if not found:
+            raise InputError(f"{path}: no training step records a success; expected {what}")
+        return late_success(run, frac)
+
+
 def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: str,
             train_frac: float = 0.5) -> dict:
     train_frac = check_train_frac(train_frac)
-    log = PhaseLog(out)
+    if not seeds:
+        raise ValueError("--seeds: expected at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds: a seed is given twice: {seeds}")
     runs = parse_methods(methods)
-    slug_of = {item.strip(): slug for item, (_l, slug, _o) in zip(methods.split(","), runs)}
-    label_of = {item.strip(): label for item, (label, _s, _o) in zip(methods.split(","), runs)}
+    items = [item.strip() for item in methods.split(",")]
+    if len(set(items)) != len(items):
+        raise ValueError(f"--methods: a method is given twice: {methods!r}")
+    slug_of = {item: slug for item, (_l, slug, _o) in zip(items, runs)}
+    label_of = {item: label for item, (label, _s, _o) in zip(items, runs)}
     for need in (reference, oracle):
         if need not in slug_of:
             raise ValueError(f"--methods: must include {need!r}")
+    if reference == oracle:
+        raise ValueError(f"--oracle: must differ from --reference ({reference!r})")
+    log = CompareFolder(out)
     warm = (log.result("eval/warm-start") or {}).get("success")
     data = {}
     for item, slug in slug_of.items():
         held = {k: log.result(f"rl/{slug}/seed{k}") for k in seeds}
         held = {k: r for k, r in held.items() if r}
-        late = {k: late_success(out / "runs" / f"{slug}-seed{k}", train_frac) for k in held}
+        if not held:
+            raise InputError(f"{log.pipeline}: no finished RL run of {item!r} for seeds "
+                             f"{','.join(map(str, seeds))} (phases rl/{slug}/seed<k>); "
+                             f"nothing to compare")
+        late = {k: log.late(slug, k, train_frac) for k in held}
         data[item] = {"label": label_of[item], "held": held,
                       "late": {k: v for k, v in late.items() if v is not None}}
     ref, orc = data[reference], data[oracle]
@@ -162,8 +263,34 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+FIGURE_SOFTWARE = "sharpo benchmarks/ceiling.py"     # the PNG's Software tag: ours
+
+
+def made_by_ceiling(path: Path) -> bool:
+    """``path`` is a PNG this script wrote (its Software tag, in the first 64 KiB)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return False
+    return head.startswith(b"\x89PNG\r\n\x1a\n") and \
+        b"Software\x00" + FIGURE_SOFTWARE.encode() in head
+
+
+def check_figure(path) -> Path:
+    """``--figure``: a .png output file that is not a system path, a link or a folder, in
+    an existing folder; an existing file only when this script made it."""
+    if not str(path).lower().endswith(".png"):
+        raise InputError(f"--figure: expected a .png file name, got {str(path)!r}")
+    return check_output(path, "--figure", made_by_ceiling)
+
+
 def figure(res: dict, path: Path, oracle: str):
-    """Both panels (held-out by task, training by seed) saved to ``path``; returns the figure."""
+    """Both panels (held-out by task, training by seed) saved to ``path`` (a temporary file
+    beside it, then renamed: never half a file); returns the figure."""
+    import os
+    import tempfile
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -191,12 +318,24 @@ def figure(res: dict, path: Path, oracle: str):
     fig.suptitle(f"The credit ceiling on the corridor: gain over {ref}, 95% bootstrap "
                  "(red dashed: perfect credit)", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=110, metadata={"Software": FIGURE_SOFTWARE})
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return fig
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = Parser(prog="ceiling.py", description=__doc__,
+               formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("run")
     p.add_argument("--methods", required=True)
     p.add_argument("--seeds", default="0,1,2,3,4")
@@ -212,10 +351,12 @@ def main(argv=None) -> int:
             seeds = [int(s) for s in a.seeds.split(",")]
         except ValueError:
             raise ValueError(f"--seeds: expected comma-separated integers, got {a.seeds!r}")
+        if a.figure is not None:
+            check_figure(a.figure)             # before any work
         res = measure(Path(a.run), a.methods, seeds, a.reference, a.oracle,
                       check_train_frac(a.train_frac))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     warm = res["warm"]
     print("warm start held-out success: "

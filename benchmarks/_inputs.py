@@ -1,0 +1,147 @@
+"""What every benchmark script does with its inputs (benchmarks/RESULTS.md, "Inputs of the
+benchmark scripts"): refuse what it cannot read, in one line, exit status 2, before any work.
+
+    Parser              argparse.ArgumentParser whose errors are one line ("error: ...")
+    positive_int        argparse type: an int >= 1 (a one-line error naming the option)
+    InputError          a ValueError: an input that cannot be read; its message names it
+    guarded(main)       runs main(argv); InputError/ValueError/OSError -> one line, exit 2
+    read_json(path)     a regular file (never a FIFO: it would block), UTF-8, JSON,
+                        not nested too deeply, at most 256 MiB
+    finite_number(x)    a real number that is finite (not bool, not None, not NaN/inf)
+    input_dir(path)     an existing folder
+    check_output(path)  an output file a script may write: not a system path, link or
+                        folder; its folder exists; an existing file only if the script made
+                        it (``made_it(path)``): a script never replaces a file it did not make
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+MAX_JSON_BYTES = 256 << 20
+
+
+class InputError(ValueError):
+    """An input a benchmark script cannot read; the message names the file or option."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``error: <prog>: <message>``, exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def guarded(main: Callable[[Optional[list]], int], argv=None, prog: str = "") -> int:
+    """main(argv), with the errors of unreadable input (ValueError, OSError: a missing file,
+    a FIFO, a folder, bad JSON, a bad value) printed as one line on stderr, exit 2."""
+    try:
+        return main(argv)
+    except (ValueError, OSError) as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {prog + ': ' if prog else ''}{msg}", file=sys.stderr)
+        return 2
+
+
+def _regular(path: Path, what: str) -> None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file ({what})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, " \
+            "socket or device)"
+        raise InputError(f"{path}: {kind}; expected {what}")
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A regular UTF-8 text file of at most 256 MiB."""
+    path = Path(path)
+    _regular(path, what)
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise InputError(f"{path}: larger than 256 MiB; expected {what}")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); expected {what}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def loads(text: str, where: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+
+
+def read_json(path: str | Path, what: str):
+    return loads(read_text(path, what), str(path))
+
+
+def finite_number(x, where: str) -> float:
+    """``x`` as a float when it is a finite real number (JSON null, a bool, a string, NaN
+    and Infinity are refused, naming ``where``)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        shown = "null" if x is None else f"{type(x).__name__} {x!r}"[:80]
+        raise InputError(f"{where}: expected a finite number, got {shown}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise InputError(f"{where}: expected a finite number, got {x}")
+    return x
+
+
+def input_dir(path: str | Path, what: str) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such folder; expected {what}")
+    if not path.is_dir():
+        raise InputError(f"{path}: not a folder; expected {what}")
+    return path
+
+
+def check_output(path: str | Path, key: str, made_it: Callable[[Path], bool]) -> Path:
+    """``path`` may be written as an output file: not a system path (the rule of sharpo's
+    run directories), not a symbolic link, not a folder; its folder exists; an existing
+    file only when ``made_it(path)`` (this script wrote it). Creates nothing."""
+    from sharpo_train.runs.run_dir import system_folder
+
+    p = Path(path)
+    if str(path) == "" or p.name in ("", ".", ".."):
+        raise InputError(f"{key}: expected a file name, got {str(path)!r}")
+    if p.is_symlink():
+        raise InputError(f"{key}: {p} is a symbolic link; a benchmark never writes through one")
+    why = system_folder(p)
+    if not why and os.path.realpath(p.parent) == "/":
+        why = "it is in the root folder /"
+    if why:
+        raise InputError(f"{key}: refusing to write {str(p)!r}: {why}")
+    if p.exists() and not p.is_file():
+        raise InputError(f"{key}: {p} exists and is not a regular file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{key}: {parent} is not an existing folder")
+    if p.exists() and not made_it(p):
+        raise InputError(f"{key}: {p} exists and was not written by this script; remove it "
+                         f"or choose another name")
+    return p
