@@ -12,6 +12,7 @@ benchmark scripts"): refuse what it cannot read, in one line, exit status 2, bef
     check_output(path)  an output file a script may write: not a system path, link or
                         folder; its folder exists; an existing file only if the script made
                         it (``made_it(path)``): a script never replaces a file it did not make
+    starts_with(h)      the ``made_it`` of a text report whose first line is the heading h
 """
 from __future__ import annotations
 
@@ -145,3 +146,43 @@ def check_output(path: str | Path, key: str, made_it: Callable[[Path], bool]) ->
         raise InputError(f"{key}: {p} exists and was not written by this script; remove it "
                          f"or choose another name")
     return p
+
+
+def starts_with(heading: str) -> Callable[[Path], bool]:
+    """A ``made_it`` test for text reports: the file starts with the script's own heading
+    (what the script writes first), read from its first 4 KiB."""
+    def made_it(path: Path) -> bool:
+        try:
+            with open(path, "rb") as f:
+                return f.read(4096).startswith(heading.encode("utf-8"))
+        except OSError:
+            return False
+    return made_it
+
+
+def check_output_folder(path: str | Path, key: str, marker: str) -> Path:
+    """``path`` may be a script's output folder: not a system folder, the home directory, a
+    link or a file; new, empty, or one this script made (it holds ``marker``, written
+    first by ``claim_output_folder``). Creates nothing."""
+    from sharpo_train.runs.run_dir import system_folder
+
+    p = Path(path)
+    if str(path) == "":
+        raise InputError(f"{key}: expected a folder name, got ''")
+    if p.is_symlink():
+        raise InputError(f"{key}: {p} is a symbolic link; a benchmark never writes through one")
+    why = system_folder(p)
+    if why:
+        raise InputError(f"{key}: refusing to write into {str(p)!r}: {why}")
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{key}: {p} exists and is not a folder")
+    if p.is_dir() and any(p.iterdir()) and not (p / marker).is_file():
+        raise InputError(f"{key}: {p} is a non-empty folder this script did not make (no "
+                         f"{marker}); choose a new or empty folder")
+    return p
+
+
+def claim_output_folder(path: Path, marker: str, command: str) -> None:
+    """Create ``path`` (and parents) and write its marker first."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / marker).write_text(json.dumps({"command": command}) + "\n")

@@ -10,7 +10,6 @@ chooses it; the grammar derivation of every admissible command dominates).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -21,6 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, check_output, guarded, positive_int, starts_with  # noqa: E402
+HEADING = "# ALFWorld environment: measurements"
 
 
 def _rss_mb(pid: int) -> float:
@@ -130,13 +132,32 @@ def bench_generator(out: Path, n: int, workers: int, size: str, rows: list) -> l
     return games
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", default=str(REPO.parent / "shared" / "data" / "alfworld"))
+def parse(argv=None):
+    """The arguments, checked before any work (benchmarks/_inputs.py): --steps/--batch
+    positive, --real an existing folder holding json_2.1.1 when given, --out a file this
+    script may write (never one it did not make)."""
+    ap = Parser(prog="bench_alfworld.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--real", default=None,
+                    help="ALFWorld data folder (json_2.1.1 inside); default: the project's "
+                         "shared data when present, else the real-game rows are skipped")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch", type=int, default=8)
-    args = ap.parse_args()
+    ap.add_argument("--steps", type=positive_int, default=20)
+    ap.add_argument("--batch", type=positive_int, default=8)
+    args = ap.parse_args(argv)
+    if args.real is not None and not (Path(args.real) / "json_2.1.1").is_dir():
+        ap.error(f"--real: {args.real} is not an ALFWorld data folder (no json_2.1.1 inside)")
+    if args.real is None:
+        args.real = str(REPO.parent / "shared" / "data" / "alfworld")
+    if args.out is not None:
+        try:
+            check_output(args.out, "--out", starts_with(HEADING))
+        except ValueError as exc:
+            ap.error(str(exc))
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
 
     from sharpo_train.envs.alfworld.engine import ensure_alfworld_data
     from sharpo_train.envs.alfworld.games import discover_games, task_of
@@ -179,7 +200,7 @@ def main() -> int:
     except OSError:
         load = (float("nan"),) * 3
     header = [
-        "# ALFWorld environment: measurements",
+        HEADING,
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"{platform.platform()}; load average at the end {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} "
@@ -194,10 +215,9 @@ def main() -> int:
     text = "\n".join(header + [f"| {a} | {b} |" for a, b in rows]) + "\n"
     print(text)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, prog="bench_alfworld.py"))

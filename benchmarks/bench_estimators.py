@@ -7,9 +7,10 @@ Defaults: the `sharpo demo` step (4 tasks x 6 rollouts x up to 8 turns, 64 new t
 """
 from __future__ import annotations
 
-import argparse
 import random
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -18,6 +19,9 @@ from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, positive_int  # noqa: E402
 
 
 def synthetic_batch(tasks: int, group: int, turns: int, tokens: int, seed: int = 0) -> StepBatch:
@@ -43,14 +47,17 @@ def synthetic_batch(tasks: int, group: int, turns: int, tokens: int, seed: int =
     return b
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", type=int, default=4)
-    ap.add_argument("--group", type=int, default=6)
-    ap.add_argument("--turns", type=int, default=8)
-    ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=5)
-    a = ap.parse_args()
+def parse(argv=None):
+    """Every size a positive integer (a one-line error otherwise, benchmarks/_inputs.py)."""
+    ap = Parser(prog="bench_estimators.py")
+    for name, default in (("--tasks", 4), ("--group", 6), ("--turns", 8), ("--tokens", 64),
+                          ("--repeat", 5)):
+        ap.add_argument(name, type=positive_int, default=default)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    a = parse(argv)
     torch.set_num_threads(1)
     b = synthetic_batch(a.tasks, a.group, a.turns, a.tokens)
     cfg = EstimatorConfig(backend="torch")

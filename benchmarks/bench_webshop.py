@@ -7,7 +7,6 @@ assertions); writes a markdown table.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -17,6 +16,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, check_output, guarded, positive_int, starts_with  # noqa: E402
+HEADING = "# WebShop environment: measurements"
 
 
 def _ms(xs):
@@ -24,11 +26,22 @@ def _ms(xs):
             f"max {1000 * max(xs):.1f} ms (n={len(xs)})")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=200)
+def parse(argv=None):
+    """--n positive; --out a file this script may write (benchmarks/_inputs.py)."""
+    ap = Parser(prog="bench_webshop.py")
+    ap.add_argument("--n", type=positive_int, default=200)
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.out is not None:
+        try:
+            check_output(args.out, "--out", starts_with(HEADING))
+        except ValueError as exc:
+            ap.error(str(exc))
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     rows = []
     t = time.perf_counter()
     from sharpo_train.envs.webshop.agents import ExpertAgent, play
@@ -77,7 +90,7 @@ def main() -> int:
     steps = sum(r.steps for r in recs)
     rows.append(("random agent, eval goals", f"{len(recs) / dt:.1f} episodes/s, {1000 * dt / steps:.2f} ms/step ({steps} steps)"))
     load = os.getloadavg()
-    head = (f"# WebShop environment: measurements\n\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, "
+    head = (f"{HEADING}\n\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, "
             f"Python {platform.python_version()}, {platform.platform()}; load average at the end "
             f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} (other jobs shared the CPUs when the load is above the CPU count).\n\n"
             f"Command: `.venv/bin/python benchmarks/bench_webshop.py --n {args.n}"
@@ -90,4 +103,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, prog="bench_webshop.py"))

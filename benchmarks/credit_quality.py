@@ -31,6 +31,12 @@ from sharpo_train.envs.registry import get_spec
 from sharpo_train.hint import HINT_PLACEMENTS
 from sharpo_train.loops.trainer import Trainer, _step_seed
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import (InputError, Parser, check_output_folder, claim_output_folder,  # noqa: E402
+                     guarded, input_dir, positive_int, read_text)
+
+OUT_MARKER = ".credit-quality"       # written first into every --out folder
+
 
 def sharpo_parts(run_dir) -> dict:
     """Within-rollout AUC of SHARPO's action-segment weight w, length factor rho and full
@@ -41,9 +47,15 @@ def sharpo_parts(run_dir) -> dict:
     from sharpo_train.settings.loader import load_settings
     from sharpo_train.analysis.credit_quality import credit_auc, load_batch
     from sharpo_train.estimators import ESTIMATORS
+    input_dir(run_dir, "a run directory with saved batches (--parts)")
+    read_text(Path(run_dir) / "config.yaml", "the run's config.yaml (--parts)")
     cfg = load_settings(Config, Path(run_dir) / "config.yaml").estimator
+    paths = saved_batches(run_dir)
+    if not paths:
+        raise InputError(f"--parts: {run_dir} holds no saved batches (train with "
+                         f"log.save_batches=1)")
     rows = []
-    for k, path in enumerate(saved_batches(run_dir)):
+    for k, path in enumerate(paths):
         batch, info = load_batch(path)
         out = ESTIMATORS["sharpo"].fn(batch, cfg.params("sharpo"))
         for r, (e, t) in enumerate(zip(batch.episode, batch.turn)):
@@ -56,19 +68,23 @@ def sharpo_parts(run_dir) -> dict:
             rows.append((float(out.segments.weight[r, i]), float(out.segments.length_factor[r, i]),
                          float(out.advantages[r, sp.start:sp.end].mean()) / a, lab, a > 0,
                          (k + 1) * 1_000_000 + e, (k + 1) * 1_000_000 + int(batch.group_of[e])))
+    if not rows:
+        raise InputError(f"--parts: {run_dir}: no labelled action segment with a teacher and "
+                         f"A != 0 in its saved batches")
     w, rho, coef, lab, succ, roll, grp = (np.array(v) for v in zip(*rows))
     return {name: credit_auc(v, lab, succ, roll, grp, n_boot=1000)
             for name, v in (("weight", w), ("length_factor", rho), ("coefficient", coef))}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="credit_quality.py", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", metavar="RUN_DIR", default=None,
                     help="only print sharpo_parts(RUN_DIR) for a directory of saved batches")
     ap.add_argument("--config")
     ap.add_argument("--out")
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--n-boot", type=int, default=2000)
+    ap.add_argument("--steps", type=positive_int, default=6)
+    ap.add_argument("--n-boot", type=positive_int, default=2000)
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     a = ap.parse_args(argv)
     if a.parts:
@@ -77,11 +93,13 @@ def main(argv=None) -> int:
         return 0
     if not a.config or not a.out:
         ap.error("--config and --out are required (or --parts RUN_DIR)")
-    out = Path(a.out)
+    read_text(a.config, "a run config (--config)")
+    out = check_output_folder(a.out, "--out", OUT_MARKER)
     cfg = load_config(a.config, list(a.overrides) + [
         f"run_dir={out / 'trainer'}", "total_steps=0", "log.progress=false",
         "log.tensorboard=false", "eval.at_end=false", "eval.every=0", "method=sharpo",
         "log.save_batches=1"])                  # scoring then keeps entropies (EMPG)
+    claim_output_folder(out, OUT_MARKER, "benchmarks/credit_quality.py")
     trainer = Trainer(cfg)
     labeller = get_spec(cfg.env["name"]).load("plan_labels")()   # the env's action labeller
     per_step = []
@@ -129,4 +147,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guarded(main, prog="credit_quality.py"))

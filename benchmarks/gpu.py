@@ -321,10 +321,18 @@ def check_at_scale(n=2048, h=896, v=151936) -> list:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _inputs import Parser, check_output, starts_with
+    ap = Parser(prog="gpu.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
     ap.add_argument("--quick", action="store_true", help="one shape per suite")
     args = ap.parse_args(argv)
+    if args.out is not None:     # before any work; never a file this script did not make
+        try:
+            check_output(args.out, "--out", starts_with("device: "))
+        except ValueError as exc:
+            print(f"error: gpu.py: {exc}", file=sys.stderr)
+            return 2
     try:
         import torch
     except ImportError:

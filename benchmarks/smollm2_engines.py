@@ -11,9 +11,22 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, positive_int  # noqa: E402
 
 
-def main() -> None:
+def parse(argv=None):
+    """[N_PROMPTS] [NEW_TOKENS]: positive integers (benchmarks/_inputs.py)."""
+    ap = Parser(prog="smollm2_engines.py")
+    ap.add_argument("n_prompts", nargs="?", type=positive_int, default=16)
+    ap.add_argument("new_tokens", nargs="?", type=positive_int, default=32)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse(argv)
     import torch
 
     from sharpo_train.generation.hf import HFEngine
@@ -22,8 +35,7 @@ def main() -> None:
     from sharpo_train.step.rollout import chat_prompt_ids
     from sharpo_train.step.scoring import tree_logprobs
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 16
-    new = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+    n, new = args.n_prompts, args.new_tokens
     torch.manual_seed(0)
     t = time.perf_counter()
     model, tok = build_policy({"path": "smollm2-135m-instruct"})

@@ -7,15 +7,26 @@ those ratios are printed (results: benchmarks/results/logprobs.md).
 
     PYTHONPATH=. .venv/bin/python benchmarks/stash_ablation.py [--rounds 4]
 """
-import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from sharpo_kernels.logprobs.cpu import ChunkOptions, linear_logprobs_cpu
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, positive_int  # noqa: E402
+
 N, H, V = 2048, 896, 151936
+
+
+def parse(argv=None):
+    """--rounds: a positive integer (benchmarks/_inputs.py)."""
+    ap = Parser(prog="stash_ablation.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=positive_int, default=4)
+    return ap.parse_args(argv)
 
 
 def main(rounds: int) -> None:
@@ -50,6 +61,4 @@ def main(rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=4)
-    main(ap.parse_args().rounds)
+    main(parse().rounds)

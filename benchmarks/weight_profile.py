@@ -14,9 +14,10 @@ not.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import math
 import sys
+from pathlib import Path
 
 from sharpo_train.settings.config import Config
 
@@ -26,15 +27,21 @@ from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, load_batch, s
 from sharpo_train.envs.registry import get_spec
 from sharpo_train.estimators import ESTIMATORS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _inputs import Parser, input_dir, read_text  # noqa: E402
+
 
 def parse_setting(text: str) -> tuple[float, float, float]:
     parts = text.split(",")
     if len(parts) != 3:
         raise ValueError(f"--settings: expected lam,alpha,tau, got {text!r}")
     try:
-        return tuple(float(p) for p in parts)
+        values = tuple(float(p) for p in parts)
     except ValueError:
         raise ValueError(f"--settings: expected three numbers lam,alpha,tau, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"--settings: expected three finite numbers lam,alpha,tau, got {text!r}")
+    return values
 
 
 def profile_runs(run_dirs, settings) -> dict:
@@ -43,6 +50,8 @@ def profile_runs(run_dirs, settings) -> dict:
     loaded = []
     cfg = None
     for run in run_dirs:
+        input_dir(run, "a run directory with saved batches")
+        read_text(Path(run) / "config.yaml", "the run's config.yaml")
         paths = saved_batches(run)
         if not paths:
             raise FileNotFoundError(f"{run}: no saved batches (train with log.save_batches=1)")
@@ -77,7 +86,7 @@ def table(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="weight_profile.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="run directories with saved batches")
     ap.add_argument("--settings", nargs="+", default=["0.2,0.5,1", "1,0.9,0.1", "1,0.9,1"],
                     help="lam,alpha,tau per SHARPO setting (default: %(default)s)")
@@ -85,8 +94,8 @@ def main(argv=None) -> int:
     try:
         settings = [parse_setting(s) for s in args.settings]
         print(table(profile_runs(args.runs, settings)))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"weight_profile: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:
+        print(f"error: weight_profile.py: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0
 
