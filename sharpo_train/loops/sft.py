@@ -25,6 +25,7 @@ from ..settings.loader import apply_overrides, in_range, parse_overrides, valida
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
+from .demo_records import read_demo_records
 from ..runs.outputs import check_out_dir, install_dir, new_build_dir
 
 
@@ -95,28 +96,9 @@ def parse_sft_overrides(overrides: list[str], cfg: SFTConfig | None = None,
 
 
 def load_demos(path: str | Path) -> list[list[dict]]:
-    """The message lists of a demonstrations file, checked: each ends with an assistant turn."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"--demos: no such file {path}")
-    demos = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--demos {path}:{n}: not JSON ({exc})") from exc
-        messages = record.get("messages") if isinstance(record, dict) else None
-        if (not isinstance(messages, list) or len(messages) < 2
-                or messages[-1].get("role") != "assistant"
-                or not all(isinstance(m.get("content"), str) for m in messages)):
-            raise UsageError(f"--demos {path}:{n}: expected {{'messages': [..., "
-                             f"{{'role': 'assistant', 'content': str}}]}}")
-        demos.append(messages)
-    if not demos:
-        raise UsageError(f"--demos {path}: no demonstrations")
-    return demos
+    """The message lists of a demonstrations file, checked (demo_records.py: a UsageError
+    naming the file, line and key): each ends with an assistant turn."""
+    return [r["messages"] for r in read_demo_records(path)]
 
 
 THINK_END = "</think>"      # end of a reply's reasoning segment (step/segments.py)
@@ -147,15 +129,12 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"hint_fraction: expected a number in [0, 1], got {fraction!r}")
     episodes: dict[str, list[dict]] = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            if isinstance(rec, dict) and (isinstance(rec.get("hint"), str) or (
-                    "action" in rec and "observation_after" in rec)) and (
-                    not to_turn or isinstance(rec.get("hint_to_turn"), str)
-                    or ("action" in rec and "observation_after" in rec)):
-                key = rec.get("episode", rec.get("task_id"))
-                episodes.setdefault(str(key), []).append(rec)
+    for rec in read_demo_records(path):      # checked: types of every key read here
+        if (isinstance(rec.get("hint"), str) or ("action" in rec and "observation_after" in rec)) \
+                and (not to_turn or isinstance(rec.get("hint_to_turn"), str)
+                     or ("action" in rec and "observation_after" in rec)):
+            key = rec.get("episode", rec.get("task_id"))
+            episodes.setdefault(str(key), []).append(rec)
     names = sorted(episodes)
     rng = random.Random(seed)
     chosen = rng.sample(names, round(fraction * len(names)))

@@ -1,0 +1,95 @@
+"""The records of a demonstrations file (``sharpo sft --demos``, docs/training.md "SFT
+warm start"), read once and checked: every problem is a UsageError naming the file and
+line (and the key), one line on stderr, never a traceback.
+
+One JSON object per line (blank lines skipped):
+
+    messages             required: a list of >= 2 objects {"role": str, "content": str},
+                         the last one's role "assistant"
+    step                 optional: an integer (the turn's order in its episode)
+    episode, task_id     optional: a string or an integer (groups turns into episodes)
+    action, observation_after, hint, hint_to_turn
+                         optional: strings (the hinted copies, sft.hinted_demos)
+    hint_informative     optional: a bool
+
+The file must be a regular file (a FIFO would block the reader), UTF-8, and no line may
+nest deeper than Python's recursion limit.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UsageError
+
+__all__ = ["read_demo_records"]
+
+_OPTIONAL = {"step": (int,), "episode": (str, int), "task_id": (str, int), "action": (str,),
+             "observation_after": (str,), "hint": (str,), "hint_to_turn": (str,),
+             "hint_informative": (bool,)}
+
+
+def _type_name(x) -> str:
+    return "null" if x is None else type(x).__name__
+
+
+def _check(record, where: str) -> dict:
+    if not isinstance(record, dict):
+        raise UsageError(f"{where}: expected a JSON object {{'messages': [...]}}, got "
+                         f"{_type_name(record)}")
+    messages = record.get("messages")
+    if not isinstance(messages, list) or len(messages) < 2:
+        raise UsageError(f"{where}: messages: expected a list of at least 2 messages "
+                         f"{{'role': ..., 'content': str}}, the last the assistant's, got "
+                         f"{_type_name(messages) if not isinstance(messages, list) else f'{len(messages)} message(s)'}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise UsageError(f"{where}: messages[{i}]: expected an object {{'role': ..., "
+                             f"'content': str}}, got {_type_name(m)}")
+        if not isinstance(m.get("role"), str) or not m["role"]:
+            raise UsageError(f"{where}: messages[{i}].role: expected a role name (a string "
+                             f"such as 'user' or 'assistant'), got {_type_name(m.get('role'))}")
+        if not isinstance(m.get("content"), str):
+            raise UsageError(f"{where}: messages[{i}].content: expected a string, got "
+                             f"{_type_name(m.get('content'))}")
+    if messages[-1]["role"] != "assistant":
+        raise UsageError(f"{where}: messages: the last message must be the assistant's "
+                         f"(the reply trained on), got {messages[-1]['role']!r}")
+    for key, types in _OPTIONAL.items():
+        if key in record and (not isinstance(record[key], types) or
+                              (bool not in types and isinstance(record[key], bool))):
+            raise UsageError(f"{where}: {key}: expected "
+                             f"{' or '.join('an integer' if t is int else 'a string' if t is str else 'true or false' for t in types)}"
+                             f", got {_type_name(record[key])}")
+    return record
+
+
+def read_demo_records(path: str | Path, key: str = "--demos") -> list[dict]:
+    """The checked records of the demonstrations file ``path`` (in file order)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{key}: no such file {path}")
+    if not path.is_file():
+        raise UsageError(f"{key}: {path} is not a regular file (a folder, FIFO or device)")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{key} {path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x})") \
+            from None
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{key} {path}:{n}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not JSON ({exc})") from None
+        except RecursionError:
+            raise UsageError(f"{where}: JSON nested too deeply (refused)") from None
+        records.append(_check(record, where))
+    if not records:
+        raise UsageError(f"{key} {path}: no demonstrations")
+    return records
