@@ -39,6 +39,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
         raise UsageError(f"{key}: {cfg} sets transformers_weights={explicit!r}; sharpo loads "
                          f"only model.safetensors or model.safetensors.index.json (remove the key)")
     if (path / "model.safetensors").is_file():
+        check_float_tensors(path / "model.safetensors", key)
         return path
     index = path / "model.safetensors.index.json"
     if index.is_file():
@@ -52,6 +53,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
                                  f"files inside {path} are loaded (pickle never)")
             if not (path / name).is_file():
                 raise UsageError(f"{key}: {index} names shard {name}, which is missing")
+            check_float_tensors(path / name, key)
         return path
     pickled = [n for n in _PICKLE_WEIGHTS if (path / n).exists()]
     if pickled:
@@ -59,6 +61,41 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
                          f"never unpickles: save the model with safetensors "
                          f"(save_pretrained(..., safe_serialization=True)) and pass that directory")
     raise UsageError(f"{_where(key, path)} has no model.safetensors (nor a safetensors index)")
+
+
+# safetensors dtype codes of floating tensors: a model's weights are one of these.
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+
+
+def check_float_tensors(file: Path, key: str) -> None:
+    """Every tensor of the safetensors ``file`` is floating point (its header's dtypes: the
+    first 8 bytes give the JSON header's length): an int32 or bool tensor where weights
+    are expected would be cast silently to the model's dtype. A UsageError naming the
+    tensor and the file. A header that cannot be read is left to the loader, whose error
+    names the file."""
+    import struct
+
+    try:
+        with open(file, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return
+            (n,) = struct.unpack("<Q", head)
+            if n > 100 << 20:
+                return
+            doc = loads_json(f.read(n).decode("utf-8"), file)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return
+    if not isinstance(doc, dict):
+        return
+    for name, info in doc.items():
+        if name == "__metadata__" or not isinstance(info, dict):
+            continue
+        dtype = info.get("dtype")
+        if isinstance(dtype, str) and dtype not in FLOAT_DTYPES:
+            raise UsageError(f"{key}: {file}: tensor {name!r} has dtype {dtype}; weights must "
+                             f"be floating point ({', '.join(FLOAT_DTYPES[:4])}), not cast "
+                             f"silently")
 
 
 def _read_small(path: Path, key: str, limit: int = 64 << 20) -> str:
