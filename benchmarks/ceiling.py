@@ -291,9 +291,8 @@ def figure(res: dict, path: Path, oracle: str):
     import os
     import tempfile
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from sharpo_train.analysis.report.mpl import pyplot
+    plt = pyplot()                      # MPLCONFIGDIR: not the user's home
     rows = [(k, r) for k, r in res["rows"].items() if "held" in r]
     fig, axes = plt.subplots(1, 2, figsize=(15, 0.45 * len(rows) + 1.5), sharey=True)
     y = np.arange(len(rows))

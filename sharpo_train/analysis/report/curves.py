@@ -53,9 +53,8 @@ def plot_learning_curves(runs: dict[str, list[str | Path]], out_png: str | Path,
     steps, when logged) and held-out success at the eval steps; lines are the mean
     over runs, shading spans min-max. ``start_success``: held-out success of the common
     starting point (the warm start), drawn at step 0 of every curve."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .mpl import pyplot
+    plt = pyplot()                      # MPLCONFIGDIR: not the user's home
 
     fig, (ax_train, ax_eval) = plt.subplots(1, 2, figsize=(11, 4))
     for label, dirs in runs.items():

@@ -14,9 +14,8 @@ from .records import rollout_succeeded
 
 
 def render_group_png(record: dict, group_index: int, out_png: str | Path) -> Path:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .mpl import pyplot
+    plt = pyplot()                      # MPLCONFIGDIR: not the user's home
     from matplotlib.colors import ListedColormap, Normalize
 
     group = record["groups"][group_index]
