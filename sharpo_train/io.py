@@ -1,5 +1,7 @@
 """Crash-safe file writes: temp file in the same folder, fsync, then rename (atomic on
-POSIX), so a reader never sees half a file and a crash never loses the previous one."""
+POSIX), so a reader never sees half a file and a crash never loses the previous one. The
+new file keeps the mode of the one it replaces, else gets the umask's (``new_file_mode``),
+as a plain write would."""
 from __future__ import annotations
 
 import errno
@@ -14,11 +16,74 @@ from typing import Any
 from .errors import UsageError
 
 
+def current_umask() -> int:
+    """The process's umask (/proc/self/status on Linux; else set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(path: str | Path) -> int:
+    """The permission bits a rewrite of ``path`` gets: those of the regular file it
+    replaces (a resumed run keeps what the user set), else 0666 less the umask, as
+    ``open(path, "w")`` would give (mkstemp alone gives 0600)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    return 0o666 & ~current_umask()
+
+
+class umask_modes:
+    """``with umask_modes(folder): save_pretrained(folder)``: the files the block creates or
+    rewrites in ``folder`` (and its new subfolders) get 0666 (0777) less the umask, as a
+    plain write would; libraries that write through mkstemp leave 0600 (transformers'
+    model.safetensors). Files that were there before and are not rewritten keep theirs."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def _scan(self) -> dict[str, int]:
+        if not self.folder.is_dir():
+            return {}
+        return {os.path.join(d, n): os.lstat(os.path.join(d, n)).st_mtime_ns
+                for d, dirs, files in os.walk(self.folder) for n in [*dirs, *files]}
+
+    def __enter__(self):
+        self.before = self._scan()
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None:
+            return False
+        mask = current_umask()
+        for path, mtime in self._scan().items():
+            if self.before.get(path) == mtime:
+                continue
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(path, 0o666 & ~mask)
+            elif stat.S_ISDIR(st.st_mode) and path not in self.before:
+                os.chmod(path, 0o777 & ~mask)
+        return False
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = new_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

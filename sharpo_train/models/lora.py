@@ -26,6 +26,7 @@ did, so it repeats the uninterrupted run).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -329,9 +330,12 @@ def save_lora_base(model, tokenizer, run_dir: str | Path) -> Path:
     if (out / "config.json").is_file():
         return out
     tmp = Path(tempfile.mkdtemp(prefix=".lora_base.", dir=run_dir))
+    from ..io import current_umask, umask_modes
+    os.chmod(tmp, 0o777 & ~current_umask())      # as mkdir would (mkdtemp alone: 0700)
     try:
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
+        with umask_modes(tmp):          # transformers writes the weights 0600
+            model.save_pretrained(str(tmp))
+            tokenizer.save_pretrained(str(tmp))
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)

@@ -142,12 +142,15 @@ def split_lm(model):
 def save_policy(model, tokenizer, out: str | Path) -> None:
     """The policy as a Hugging Face directory (safetensors + tokenizer); a LoRA policy
     (lora.py) as its adapter (adapter_model.safetensors, adapter_config.json)."""
+    from ..io import umask_modes
+
     out = Path(out)
-    if is_lora_model(model):
-        save_adapter(model, tokenizer, out)
-        return
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
+    with umask_modes(out):          # transformers writes the weights 0600: the umask's mode
+        if is_lora_model(model):
+            save_adapter(model, tokenizer, out)
+            return
+        model.save_pretrained(str(out))
+        tokenizer.save_pretrained(str(out))
 
 
 def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
