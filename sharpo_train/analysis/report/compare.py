@@ -13,7 +13,7 @@ from ...io import atomic_write_text
 from .compare_training import training_lines
 from .curves import plot_learning_curves
 from .environments import env_report
-from .records import training_outcomes
+from .records import mixed_groups_cell, training_outcomes
 from .stats import paired_difference
 from .tables import aggregate_runs, results_markdown, score_runs, single_run_markdown
 
@@ -81,8 +81,9 @@ def write_compare_report(out: Path, log, methods, seeds, s) -> None:
     for label, dirs in run_dirs.items():
         outs = [training_outcomes(d) for d in dirs]
         lines.append(f"| {label} | {sum(o['successes'] for o in outs)} / "
-                     f"{sum(o['episodes'] for o in outs)} | {sum(o['mixed_groups'] for o in outs)}"
-                     f" / {sum(o['groups_recorded'] for o in outs)} |")
+                     f"{sum(o['episodes'] for o in outs)} | "
+                     + mixed_groups_cell(sum(o['mixed_groups'] for o in outs),
+                                         sum(o['groups_recorded'] for o in outs)) + " |")
     if any(real.values()):
         some = next(r for v in real.values() for r in v)
         lines += ["", f"## {env.real_label} (the same family-balanced sample of "

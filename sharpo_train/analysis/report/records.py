@@ -130,10 +130,23 @@ def training_outcomes(run_dir: str | Path) -> dict:
             "groups_recorded": groups, "mixed_groups": mixed}
 
 
+NOT_RECORDED = "not recorded (no credit records: log.credit_every=0)"
+
+
+def mixed_groups_cell(mixed: int, recorded: int) -> str:
+    """compare.md's "mixed groups / groups" cell: ``mixed / recorded``, or that nothing was
+    recorded (0 / 0 would read as "no group had a signal")."""
+    return f"{mixed} / {recorded}" if recorded else NOT_RECORDED
+
+
 def outcomes_sentence(o: dict) -> str:
     text = (f"Training rollouts: {o['successes']} successes in {o['episodes']} episodes over "
-            f"{o['steps']} steps; {o['mixed_groups']} of {o['groups_recorded']} recorded groups "
-            f"mixed successes and failures.")
+            f"{o['steps']} steps; ")
+    if not o["groups_recorded"]:
+        return text + ("mixed groups not recorded (no credit records: log.credit_every=0), so "
+                       "whether any group mixed successes and failures is not known.")
+    text += (f"{o['mixed_groups']} of {o['groups_recorded']} recorded groups "
+             f"mixed successes and failures.")
     if o["mixed_groups"] == 0:
         text += (" With no mixed group every advantage is zero (GRPO and SHARPO alike), so the "
                  "RL steps changed nothing: the warm start must first succeed sometimes.")
