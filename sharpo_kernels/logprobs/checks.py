@@ -61,7 +61,11 @@ def check_scalars(temperature, ignore_index, return_entropy) -> tuple[float, int
     Returns (temperature as float, ignore_index as int)."""
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature: expected a real number, got {type(temperature).__name__}")
-    temperature = float(temperature)
+    try:
+        temperature = float(temperature)
+    except OverflowError:          # an int beyond float64 (10**400)
+        raise ValueError(f"temperature: must be finite and > 0, got an int of "
+                         f"{len(str(abs(int(temperature))))} digits") from None
     if not math.isfinite(temperature) or temperature <= 0:
         raise ValueError(f"temperature: must be finite and > 0, got {temperature}")
     if not TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX:

@@ -39,7 +39,8 @@ from typing import NamedTuple, Optional
 import torch
 
 from .. import _backend
-from .checks import check_advantage_range, check_arguments, check_params, check_values
+from .checks import (check_advantage_range, check_arguments, check_logp_range, check_params,
+                     check_values)
 from .params import SHARPO_DEFAULTS as D
 
 SEGMENT_ADVANTAGE_BACKENDS = _backend.OP_BACKENDS["segment_advantage"]   # automatic order
@@ -73,6 +74,7 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
                     response_mask, traj_index)
     lam, alpha, tau, rho_min, rho_max = check_params(lam, alpha, tau, rho_min, rho_max)
     check_advantage_range(advantages, lam, alpha, rho_max)   # every backend, before any runs
+    check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
     device = teacher_logp.device
     name = _backend.resolve_backend(backend, device, SEGMENT_ADVANTAGE_BACKENDS)
     params = (lam, alpha, tau, rho_min, rho_max)

@@ -84,7 +84,11 @@ def _tensor(name: str, x) -> torch.Tensor:
 def _real(name: str, x) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise TypeError(f"{name}: expected a real number, got {type(x).__name__}")
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError:          # an int beyond float64 (10**400)
+        raise ValueError(f"{name}: must be finite, got an int of {len(str(abs(int(x))))} "
+                         f"digits") from None
     if not math.isfinite(x):
         raise ValueError(f"{name}: must be finite, got {x}")
     return x
@@ -124,6 +128,38 @@ def max_coefficient(lam: float, alpha: float, rho_max: float) -> float:
     """The largest factor A~/A_i the parameters allow: max(1, (1-lam) + lam*rho_max*(1+alpha))
     (docs/method.md §4: rho <= rho_max, w <= 1 + alpha; tokens outside segments keep 1)."""
     return max(1.0, (1.0 - lam) + lam * rho_max * (1.0 + alpha))
+
+
+@torch.no_grad()
+def check_logp_range(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
+                     segment_ids: torch.Tensor, has_teacher: Optional[torch.Tensor],
+                     response_mask: Optional[torch.Tensor]) -> None:
+    """Where used (segment positions of rows with a teacher), finite log-probs must stay
+    within 1.7e38 / (2 L) in magnitude, so that a segment's sum of teacher - student
+    cannot overflow float32 (+inf and -inf deltas in one segment made its gap and every
+    advantage of the row NaN, on every backend; docs/api.md "Accepted ranges"). One
+    max-reduction per tensor; the positions are looked at only when it is over the bound.
+    Non-finite values are left to the backends' own check."""
+    B, L = teacher_logp.shape
+    if not B * L:
+        return
+    bound = _FP32_HALF / (2 * L)
+    for name, x in (("teacher_logp", teacher_logp), ("student_logp", student_logp)):
+        big = torch.nan_to_num(x.detach().float(), nan=0.0, posinf=0.0, neginf=0.0).abs()
+        if float(big.amax()) <= bound:
+            continue
+        used = segment_ids >= 0
+        if response_mask is not None:
+            used = used & (response_mask != 0)
+        if has_teacher is not None:
+            used = used & has_teacher[:, None]
+        bad = used & (big > bound)
+        if bool(bad.any()):
+            r, p = _first(bad)
+            raise ValueError(f"{name}: {float(x[r, p]):g} at row {r}, position {p} is too large "
+                             f"in magnitude: a segment's sum of teacher_logp - student_logp "
+                             f"could overflow float32 (|log-prob| must stay within 1.7e38 / "
+                             f"(2 L) = {bound:.3g} where used)")
 
 
 def check_advantage_range(advantages: torch.Tensor, lam: float, alpha: float,

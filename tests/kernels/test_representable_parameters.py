@@ -128,3 +128,40 @@ def test_linear_logits_that_may_overflow_are_refused(backend):
                         temperature=1e-38 * 2, backend=backend)
     out = linear_logprobs(h, w, torch.tensor([0, -100]), backend=backend)   # row 1 ignored
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("backend", SEG_BACKENDS)
+@pytest.mark.parametrize("name", ["lam", "alpha", "tau", "rho_min", "rho_max"])
+def test_an_int_beyond_float64_is_a_value_error(backend, name):
+    """10**400 made float() raise OverflowError (not a ValueError naming the argument)."""
+    t, s, ids, adv = _batch()
+    with pytest.raises(ValueError, match=rf"^{name}: must be finite, got an int of 401 digits"):
+        segment_advantage(t, s, ids, adv, backend=backend, **{name: 10 ** 400})
+
+
+@pytest.mark.parametrize("fn", ["token", "linear"])
+@pytest.mark.parametrize("backend", LP_BACKENDS)
+def test_a_temperature_int_beyond_float64_is_a_value_error(fn, backend):
+    with pytest.raises(ValueError, match=r"^temperature: must be finite and > 0, got an int"):
+        _lp(fn, backend, 10 ** 400)
+
+
+@pytest.mark.parametrize("backend", SEG_BACKENDS)
+def test_log_probs_whose_segment_sum_overflows_are_refused(backend):
+    """+inf and -inf deltas in one segment made gap and every advantage of the row NaN."""
+    t = torch.tensor([[3e38, 3e38, -3e38, -3e38], [-1.0, -2.0, -1.0, -1.0]])
+    s = torch.tensor([[-3e38, -3e38, 3e38, 3e38], [-1.5, -1.0, -1.0, -1.0]])
+    ids = torch.tensor([[0, 0, 0, 0], [0, 0, 1, 1]])
+    adv = torch.tensor([1.0, -1.0])
+    with pytest.raises(ValueError, match=r"^teacher_logp: 3e\+38 at row 0, position 0 is too "
+                                         r"large in magnitude"):
+        segment_advantage(t, s, ids, adv, backend=backend)
+    # where unused (no segment, masked, or no teacher) any magnitude is allowed
+    for kw in ({"has_teacher": torch.tensor([False, True])},
+               {"response_mask": torch.tensor([[0, 0, 0, 0], [1, 1, 1, 1]])}):
+        if "response_mask" in kw:
+            ids2 = torch.tensor([[-1, -1, -1, -1], [0, 0, 1, 1]])
+        else:
+            ids2 = ids
+        out = segment_advantage(t, s, ids2, adv, backend=backend, **kw)
+        assert torch.isfinite(out.advantages).all()
