@@ -23,6 +23,8 @@ from sharpo_train.step.segments import Span
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _inputs import Parser, positive_int  # noqa: E402
 
+MAX_CELLS = 1 << 28          # rows x width of the synthetic batch: ~1 GiB per fp32 tensor
+
 
 def synthetic_batch(tasks: int, group: int, turns: int, tokens: int, seed: int = 0) -> StepBatch:
     rng = random.Random(seed)
@@ -53,7 +55,12 @@ def parse(argv=None):
     for name, default in (("--tasks", 4), ("--group", 6), ("--turns", 8), ("--tokens", 64),
                           ("--repeat", 5)):
         ap.add_argument(name, type=positive_int, default=default)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    cells = a.tasks * a.group * a.turns * a.tokens       # the batch's [rows, width] at most
+    if cells > MAX_CELLS:
+        ap.error(f"--tasks x --group x --turns x --tokens = {cells:,} token cells; at most "
+                 f"{MAX_CELLS:,} (a synthetic batch of that size does not fit in memory)")
+    return a
 
 
 def main(argv=None) -> None:

@@ -225,6 +225,11 @@ def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: s
             pr = per_task_mean([ref["held"][k] for k in common])
             po = per_task_mean([orc["held"][k] for k in common]) if key == "held_share" else pm
             ids = sorted(set(pm) & set(pr) & set(po))
+            if not ids:      # no per_task recorded, or no task in common: nothing to pair
+                who = f"{item!r}, {reference!r}" + (f" and {oracle!r}" if key == "held_share" else "")
+                raise InputError(f"{log.pipeline}: the held-out results of {who} (seeds "
+                                 f"{','.join(map(str, common))}) share no task in their "
+                                 f"\"per_task\" rates; nothing to pair")
             dm = np.array([pm[i] - pr[i] for i in ids])
             do = np.array([po[i] - pr[i] for i in ids])
             row[key] = _boot(dm, do)

@@ -232,3 +232,13 @@ def test_figure_never_replaces_a_file_it_did_not_make(ceiling, tmp_path, capsys)
 def test_figure_is_checked_before_the_folder_is_read(ceiling, tmp_path, capsys):
     refused(ceiling, capsys, [tmp_path / "missing", "--methods", METHODS,
                               "--figure", "/etc/x.png"], "--figure")
+
+
+@pytest.mark.parametrize("per_task", [{}, {"zz": 1.0}, None])
+def test_held_out_results_with_no_task_in_common_are_refused(ceiling, tmp_path, capsys, per_task):
+    """An empty or disjoint "per_task" printed a nan table with RuntimeWarnings, exit 0."""
+    run = make(tmp_path)
+    _edit(run, lambda s: s["phases"][f"rl/{SLUG['oracle']}/seed0"]["result"].update(
+        per_task=per_task))
+    refused(ceiling, capsys, [run, "--methods", METHODS, "--seeds", "0"],
+            "share no task in their \"per_task\" rates")

@@ -133,3 +133,9 @@ def test_credit_quality_refuses_unreadable_inputs_before_any_work(capsys, tmp_pa
     one_line_exit_2(capsys, lambda: main(["--config", str(cfg), "--out", "/etc/cq"]),
                     "refusing to write into")
     assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
+
+
+def test_bench_estimators_refuses_a_batch_that_cannot_fit(capsys):
+    """--tasks 1000000000 allocated until the machine ran out of memory."""
+    one_line_exit_2(capsys, lambda: load("bench_estimators").parse(
+        ["--tasks", "1000000000", "--group", "1000000"]), "token cells; at most")
