@@ -12,8 +12,9 @@ One JSON object per line (blank lines skipped):
                          optional: strings (the hinted copies, sft.hinted_demos)
     hint_informative     optional: a bool
 
-The file must be a regular file (a FIFO would block the reader), UTF-8, and no line may
-nest deeper than Python's recursion limit.
+The file must be a regular file (a FIFO would block the reader), UTF-8 (a byte-order mark
+is allowed), its contents text (no lone surrogates), and no line may nest deeper than
+Python's recursion limit.
 """
 from __future__ import annotations
 
@@ -47,11 +48,18 @@ def _check(record, where: str) -> dict:
             raise UsageError(f"{where}: messages[{i}]: expected an object {{'role': ..., "
                              f"'content': str}}, got {_type_name(m)}")
         if not isinstance(m.get("role"), str) or not m["role"]:
+            got = repr(m["role"]) if isinstance(m.get("role"), str) else _type_name(m.get("role"))
             raise UsageError(f"{where}: messages[{i}].role: expected a role name (a string "
-                             f"such as 'user' or 'assistant'), got {_type_name(m.get('role'))}")
+                             f"such as 'user' or 'assistant'), got {got}")
         if not isinstance(m.get("content"), str):
             raise UsageError(f"{where}: messages[{i}].content: expected a string, got "
                              f"{_type_name(m.get('content'))}")
+        try:
+            m["content"].encode("utf-8")
+        except UnicodeEncodeError as exc:     # "\ud800": JSON allows it, no tokenizer does
+            raise UsageError(f"{where}: messages[{i}].content: holds a lone surrogate "
+                             f"({m['content'][exc.start]!r}) at character {exc.start}, "
+                             f"not text") from None
     if messages[-1]["role"] != "assistant":
         raise UsageError(f"{where}: messages: the last message must be the assistant's "
                          f"(the reply trained on), got {messages[-1]['role']!r}")
@@ -73,7 +81,7 @@ def read_demo_records(path: str | Path, key: str = "--demos") -> list[dict]:
         raise UsageError(f"{key}: {path} is not a regular file (a folder, FIFO or device)")
     data = path.read_bytes()
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")     # a byte-order mark (some editors write one) is fine
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n") + 1
         raise UsageError(f"{key} {path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x})") \
@@ -89,6 +97,8 @@ def read_demo_records(path: str | Path, key: str = "--demos") -> list[dict]:
             raise UsageError(f"{where}: not JSON ({exc})") from None
         except RecursionError:
             raise UsageError(f"{where}: JSON nested too deeply (refused)") from None
+        except ValueError as exc:           # an integer of more than 4300 digits
+            raise UsageError(f"{where}: not JSON sharpo can read ({exc})") from None
         records.append(_check(record, where))
     if not records:
         raise UsageError(f"{key} {path}: no demonstrations")

@@ -154,7 +154,11 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                 if not isinstance(hint, str):
                     hint = render_hint(H.scoped(steps, settings.scope, k),
                                        max_observation_chars=settings.max_observation_chars)
-            user, reply = r["messages"][0], dict(r["messages"][-1])
+            msgs = r["messages"]     # the hint goes into the last user message before the reply
+            k = max((i for i, m in enumerate(msgs[:-1]) if m["role"] == "user"), default=None)
+            if k is None:
+                continue
+            user, reply = msgs[k], dict(msgs[-1])
             if r.get("hint_informative") is False:
                 # every_turn: the reasoning only (up to </think>), never the door the hint
                 # says nothing about, so the copy does not teach to ignore the hint
@@ -162,9 +166,9 @@ def hinted_demos(path: str | Path, fraction: float, seed: int = 0,
                 if end < 0:
                     continue
                 reply["train_chars"] = end + len(THINK_END)
-            out.append([{"role": "user", "content": H.place_hint(
+            out.append([*msgs[:k], {"role": "user", "content": H.place_hint(
                 user["content"], hint, settings.placement, spec.task_line_prefix)},
-                        reply])
+                        *msgs[k + 1:-1], reply])
     return out
 
 

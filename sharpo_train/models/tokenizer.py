@@ -55,7 +55,8 @@ def check_tokenizer_dir(where: Path, key: str) -> None:
     """UsageError naming ``key`` unless ``where`` is a folder holding a tokenizer's files
     (an empty folder made transformers ask for sentencepiece; docs/training.md)."""
     if not where.is_dir():
-        raise UsageError(f"{key}: no such directory {str(where)!r}")
+        raise UsageError(f"{key}: {str(where)!r} is not a directory" if where.exists()
+                         else f"{key}: no such directory {str(where)!r}")
     if not any((where / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{key}: {where} holds no tokenizer (none of "
                          f"{', '.join(TOKENIZER_FILES)}); give a folder saved by "

@@ -79,3 +79,44 @@ def test_hinted_demos_reads_the_checked_records(tmp_path):
     p = _write(tmp_path, rec, {**rec, "step": "1"})
     with pytest.raises(UsageError, match=r":2: step: expected an integer"):
         hinted_demos(p, 1.0)
+
+
+# ---------------------------------------------------------------- probe round
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    p = _write(tmp_path, raw=b"\xef\xbb\xbf" + json.dumps(GOOD).encode() + b"\n")
+    assert load_demos(p) == [GOOD["messages"]]
+
+
+def test_a_lone_surrogate_is_refused_at_read(tmp_path):
+    """JSON allows "\\ud800"; no tokenizer encodes it (a UnicodeEncodeError mid-SFT)."""
+    p = _write(tmp_path, '{"messages": [{"role": "user", "content": "a\\ud800"}, '
+                         '{"role": "assistant", "content": "x"}]}')
+    with pytest.raises(UsageError, match=r":1: messages\[0\].content: holds a lone surrogate"):
+        load_demos(p)
+
+
+def test_an_integer_of_5000_digits_is_one_line(tmp_path):
+    """json.loads raised a plain ValueError (int max str digits): a traceback."""
+    p = _write(tmp_path, '{"messages": ' + json.dumps(GOOD["messages"]) + ', "step": '
+               + "9" * 5000 + "}")
+    with pytest.raises(UsageError, match=r":1: not JSON sharpo can read"):
+        load_demos(p)
+
+
+def test_an_empty_role_is_shown_as_empty(tmp_path):
+    p = _write(tmp_path, {"messages": [{"role": "", "content": "a"}, GOOD["messages"][1]]})
+    with pytest.raises(UsageError, match=r"messages\[0\].role: .*got ''$"):
+        load_demos(p)
+
+
+def test_hinted_copies_keep_a_system_message_and_hint_the_user_turn(tmp_path):
+    """The hinted copy took messages[0] as the user turn: a system prompt got the hint and
+    the real user message was dropped."""
+    msgs = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "USER"},
+            {"role": "assistant", "content": "x"}]
+    p = _write(tmp_path, {"messages": msgs, "episode": "e", "step": 0, "action": "a",
+                          "observation_after": "o"})
+    (copy,) = hinted_demos(p, 1.0)
+    assert [m["role"] for m in copy] == ["system", "user", "assistant"]
+    assert copy[0]["content"] == "SYS" and copy[1]["content"].startswith("USER")
+    assert copy[1]["content"] != "USER"                     # the hint was placed there

@@ -35,3 +35,10 @@ def test_broken_tokenizer_files_are_one_line(tmp_path, name, content, needle):
 
 def test_the_shipped_tokenizer_still_loads():
     assert build_tokenizer().chat_template
+
+
+def test_a_file_is_not_a_directory(tmp_path):
+    f = tmp_path / "tok"
+    f.write_text("x")
+    with pytest.raises(UsageError, match=r"^model.tokenizer_path: '.*tok' is not a directory"):
+        build_tokenizer(f)
