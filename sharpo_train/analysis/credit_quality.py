@@ -37,12 +37,12 @@ import numpy as np
 import torch
 
 from ..step.batch import StepBatch
-from ..settings.config import Config
 from ..envs.base import Task
 from ..envs.registry import DEFAULT_ENV, get_spec
 from ..estimators import ESTIMATORS
+from ..estimators.registry import estimator_config_class
 from ..io import atomic_write_json, loads_json
-from ..settings.loader import load_settings
+from ..settings.loader import load_settings, read_yaml_layers
 from ..step.rollout import Episode, Turn
 from ..runs.run_files import run_subdir
 from ..step.segments import Span
@@ -395,8 +395,11 @@ def score_run(run_dir, methods: Optional[Sequence[str]] = None, *, n_boot: int =
     paths = saved_batches(run_dir)
     if not paths:
         raise FileNotFoundError(f"{run_dir}: no saved batches (train with log.save_batches=1)")
-    cfg = load_settings(Config, run_dir / "config.yaml")
-    return score_batches(paths, cfg.estimator, methods, env=cfg.env.get("name", DEFAULT_ENV),
+    # RUN/config.yaml is the resolved config (no ``base:``): its estimator.* and env.name
+    saved = read_yaml_layers(run_dir / "config.yaml")[-1]
+    estimator = load_settings(estimator_config_class(), None, dict(saved.get("estimator") or {}))
+    env = saved.get("env") if isinstance(saved.get("env"), dict) else {}
+    return score_batches(paths, estimator, methods, env=env.get("name", DEFAULT_ENV),
                          n_boot=n_boot, seed=seed)
 
 

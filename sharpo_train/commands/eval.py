@@ -56,7 +56,7 @@ def plan(args) -> tuple:
     FileNotFoundError, FileExistsError) names the argument, before anything is loaded or
     written."""
     from ..runs.checkpoint import latest_checkpoint
-    from ..settings.config import load_config
+    from ..loops.train_config import load_config
     from ..envs.registry import get_spec
     from ..analysis.report.records import find_run_dir
 

@@ -79,7 +79,7 @@ def _run_config(args):
     """The --run-dir's trainer config (None without --run-dir or when it has none)."""
     if not args.run_dir:
         return None
-    from sharpo_train.settings.config import Config
+    from sharpo_train.loops.train_config import Config
     from sharpo_train.settings.loader import load_settings
     from sharpo_train.analysis.report.records import find_run_dir
     from sharpo_train.errors import ConfigError, UsageError

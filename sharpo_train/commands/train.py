@@ -39,8 +39,8 @@ def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
     the key, option or path on a user error. Creates nothing. ``check=False``
     (--print-config): the settings only, not the run directory, paths or device."""
-    from ..runs.resume import resume_config
-    from ..settings.config import load_config
+    from ..loops.resume import resume_config
+    from ..loops.train_config import load_config
     from ..settings.loader import OverrideText, coerce, parse_overrides
     from ..errors import UsageError
     from ..runs.run_dir import check_run_dir
@@ -109,7 +109,7 @@ def check_paths_and_device(cfg) -> None:
 
 def run(args) -> int:
     if args.print_config:
-        from ..settings.config import config_yaml
+        from ..loops.train_config import config_yaml
         print(config_yaml(plan(args, check=False)), end="")
         return 0
     cfg = plan(args)

@@ -22,7 +22,7 @@ outcome is about:
 The last three are the oracle's parts: the perfect mask is ``free_zero`` and
 ``spare_right`` together; ``blame_wrong`` is what the equal-total variant adds to it.
 
-``teacher.oracle`` (the perfect teacher, settings/config.py / loops/trainer.py) uses
+``teacher.oracle`` (the perfect teacher, loops/train_config.py / loops/trainer.py) uses
 ``oracle_teacher_logp``: the teacher's log-probs are the student's plus ``y_b`` on every
 token of the row's action segment, so SHARPO's segment gap (docs/method.md §4) is exactly
 +1 on a right move, -1 on a wrong one and 0 on every other segment.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..settings.config import ModelConfig
+from .train_config import ModelConfig
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
 from ..settings.loader import apply_overrides, in_range, parse_overrides, validate_settings
@@ -31,7 +31,7 @@ from ..runs.outputs import check_out_dir, install_dir, new_build_dir
 @dataclass
 class SFTConfig(H.HintKeys):
     """`sharpo sft` settings (``key=value``; ``model.<key>`` sets the policy's ModelConfig,
-    the trainer's: sharpo_train/settings/config.py). Read by loader.load_settings. The ``hint_*``
+    the trainer's: sharpo_train/loops/train_config.py). Read by loader.load_settings. The ``hint_*``
     keys of the hinted copies (``hint_fraction``) are the trainer's ``teacher.hint_*``
     (hint.py ``HintKeys``: same defaults, same checks); set them as the RL run does."""
 

@@ -33,8 +33,8 @@ import torch
 from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
-from ..runs.resume import check_resume
-from ..settings.config import Config, save_config
+from .resume import check_resume
+from .train_config import Config, save_config
 from ..step.credit import teacher_coverage
 from ..analysis.credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
 from ..runs.credit_record import credit_record, write_credit
@@ -511,7 +511,7 @@ class Trainer:
 def train(config: Config) -> Path:
     """Run (or, with ``config.resume``, continue) training; returns the run directory.
     A resume may not change what the run is: RUN/config.yaml is never rewritten with other
-    run-defining values (runs/resume.py check_resume; docs/run_directory.md)."""
+    run-defining values (loops/resume.py check_resume; docs/run_directory.md)."""
     saved = Path(config.run_dir) / "config.yaml"
     if config.resume and saved.is_file():
         check_resume(load_settings(Config, saved), config, str(saved))

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from ..loops import trainer
 from ..runs.checkpoint import latest_checkpoint
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 from ..envs.registry import get_spec
 from ..settings.loader import override_key
 from ..loops.evaluate import evaluate_checkpoint, family_episodes

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, fields, make_dataclass
 
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 from ..envs.registry import DEFAULT_ENV, get_spec, recipe_envs
 from ..estimators import ESTIMATORS
 from ..settings.loader import ConfigError, in_range, need

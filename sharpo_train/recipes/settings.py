@@ -3,7 +3,7 @@
 Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.recipes.schema.DemoConfig`
 field, ``sft.<key>`` an :class:`~sharpo_train.loops.sft.SFTConfig` field, anything else is a
 trainer config key (``total_steps=20``, ``rollout.group_size=8``, ``estimator.lam=0.05``;
-docs/training.md). All three are read by the one config system (sharpo_train/settings/config.py:
+docs/training.md). All three are read by the one config system (sharpo_train/loops/train_config.py:
 typed, validated, a bad key or value is a ConfigError naming it).
 
 The environment is ``demo.env`` (a registered environment with a recipe, envs/registry.py);
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 
 from ..settings.loader import flat_keys
 from ..estimators import ESTIMATORS

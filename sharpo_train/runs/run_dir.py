@@ -7,10 +7,8 @@ run"), checked before anything is created or written:
   (checked on the resolved path, so ``runs/../..`` or a link to ``/`` count too);
 - a training run directory (``sharpo train run_dir=RUN``, the Python ``train(config)``)
   is a folder that does not exist yet (created), an empty folder (or one holding only a
-  ``.lock``), or a sharpo run: it holds
-  ``.sharpo-run`` (written first, by every run), or, for runs of earlier versions, a
-  ``config.yaml`` that is a sharpo training config (every key known) beside
-  ``metrics.jsonl`` or ``.lock``. Any other existing folder is refused, so that its files
+  ``.lock``), or a sharpo run: it holds ``.sharpo-run`` (written first, by every run).
+  Any other existing folder is refused, so that its files
   (a ``config.yaml``, an ``eval.json`` of something else) are never overwritten;
 - a pipeline directory (``sharpo demo`` / ``sharpo compare``) likewise: new, empty, or one
   that holds ``pipeline.json`` (written first, by every pipeline).
@@ -21,8 +19,6 @@ import json
 import os
 from pathlib import Path
 
-from ..settings.config import Config
-from ..settings.loader import ConfigError, load_settings
 from ..errors import UsageError
 from ..io import atomic_write_text
 from .run_files import check_entry
@@ -56,20 +52,9 @@ def system_folder(path: str | Path) -> str | None:
 
 
 def is_sharpo_run(path: str | Path) -> bool:
-    """``path`` is a folder a sharpo run wrote (its marker, or a legacy run's files)."""
-    p = Path(path)
-    if (p / RUN_MARKER).is_file() and not (p / RUN_MARKER).is_symlink():
-        return marker_format(p / RUN_MARKER) == RUN_FORMAT
-    if (p / RUN_MARKER).exists() or (p / RUN_MARKER).is_symlink():
-        return False
-    if not (p / "config.yaml").is_file() or \
-            not ((p / "metrics.jsonl").is_file() or (p / ".lock").is_file()):
-        return False
-    try:
-        load_settings(Config, p / "config.yaml")
-    except (ConfigError, UsageError):
-        return False
-    return True
+    """``path`` is a folder a sharpo run wrote: it holds the run marker (a regular file)."""
+    marker = Path(path) / RUN_MARKER
+    return marker.is_file() and not marker.is_symlink() and marker_format(marker) == RUN_FORMAT
 
 
 def marker_format(path: Path) -> str | None:

@@ -12,7 +12,7 @@ import torch
 
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.step.credit import scored_segments
 from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, TIE_TOLERANCE, Segments, credit_auc,

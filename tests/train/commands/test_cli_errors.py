@@ -13,7 +13,7 @@ import yaml
 
 from sharpo_train import __version__
 from sharpo_train.cli import build_parser, main
-from sharpo_train.settings.config import load_config, save_config
+from sharpo_train.loops.train_config import load_config, save_config
 from sharpo_train.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]

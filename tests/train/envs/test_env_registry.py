@@ -14,7 +14,7 @@ import pytest
 
 from sharpo_train.errors import ConfigError
 
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs import (ENVS, EnvSpec, EnvSuite, SerialEnvPool, env_names, get_spec,
                                make_suite, register_env)
 from sharpo_train.envs.synthetic import CounterEnv, make_tasks
@@ -91,7 +91,7 @@ def test_spec_checks_its_prompts_and_schema():
 
 
 def test_loading_a_config_imports_no_environment_engine():
-    code = ("import sys, sharpo_train.settings.config as c; c.load_config(None, []); "
+    code = ("import sys, sharpo_train.loops.train_config as c; c.load_config(None, []); "
             "print(sorted(m for m in sys.modules if m.startswith(('textworld', 'alfworld')) "
             "or m.endswith(('alfworld.engine', 'alfworld.recipe', 'webshop.engine'))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

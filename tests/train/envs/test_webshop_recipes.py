@@ -12,7 +12,7 @@ import sharpo_train.recipes.phases as phases
 import sharpo_train.loops.trainer as trainer
 from sharpo_train.cli import main
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.envs.base import balanced_tasks
 from sharpo_train.loops.evaluate import score_by_family

@@ -9,7 +9,7 @@ import torch
 
 from sharpo_kernels import SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.settings.loader import in_range, load_settings
 from sharpo_train.estimators import (ESTIMATORS, CreditOutput, EstimatorConfig, GroupParams,
                                      SharpoParams, episode_advantages, register_estimator)

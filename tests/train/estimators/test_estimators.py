@@ -93,7 +93,7 @@ def test_registering_a_method_needs_no_trainer_change():
         base = torch.ones(len(batch.traj_index))
         return CreditOutput(batch.response_mask.clone(), base)
     try:
-        from sharpo_train.settings.config import config_from_dict
+        from sharpo_train.loops.train_config import config_from_dict
         cfg = config_from_dict({"method": "test_flat", "env": {"name": "synthetic"}})
         assert cfg.method == "test_flat"
     finally:
@@ -203,7 +203,7 @@ def test_env_faulted_episodes_neither_get_nor_give_a_teacher():
 
 
 def test_policy_loss_registry_and_config_key():
-    from sharpo_train.settings.config import config_from_dict
+    from sharpo_train.loops.train_config import config_from_dict
     from sharpo_train.step.losses import POLICY_LOSSES, register_policy_loss
     cfg = config_from_dict({"env": {"name": "synthetic"}})
     assert cfg.loss.policy_loss == "ppo_clip" and "ppo_clip" in POLICY_LOSSES

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.envs.base import Task
 from sharpo_train.step.credit import group_advantages, grouped_normalise

@@ -9,7 +9,7 @@ import torch
 
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.cli import main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
 from sharpo_train.estimators.oracle import (ORACLE_METHODS, PARTS,

@@ -4,7 +4,7 @@ checks. The vLLM engine itself: tests/train/models/test_generation_vllm.py (its 
 import pytest
 import torch
 
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.generation import Generation, logp_mismatch, make_engine
 from sharpo_train.generation.base import cut_at_stop
 from sharpo_train.generation.hf import HFEngine

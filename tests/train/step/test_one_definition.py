@@ -18,7 +18,7 @@ from sharpo_train.recipes.settings import method_run
 
 
 def test_loading_a_trainer_config_does_not_import_triton():
-    code = ("import sys; from sharpo_train.settings.config import load_config; "
+    code = ("import sys; from sharpo_train.loops.train_config import load_config; "
             "c = load_config(None, []); p = c.estimator.params('sharpo'); "
             "from sharpo_kernels import SHARPO_DEFAULTS; assert p.lam == SHARPO_DEFAULTS.lam; "
             "print('triton' in sys.modules, 'torch._dynamo' in sys.modules)")

@@ -34,7 +34,7 @@ from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
 from ..models.lora import LORA_HEAD_REASON, LORA_REFUSED_TARGETS, LORA_TARGETS
-from .loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
+from ..settings.loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
                      need, parse_overrides, read_yaml_layers, validate_settings)
 from ..runs.metrics import parse_report_to
 from ..step.losses import AGGREGATIONS, POLICY_LOSSES
