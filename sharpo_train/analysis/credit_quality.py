@@ -283,7 +283,7 @@ def batch_paths(run_dir, step: int) -> tuple[Path, Path]:
 
 def save_batch(run_dir, step: int, batch, *, method: str, labels=None) -> Path:
     """RUN/batches/step_<S>.safetensors (every tensor field of the ``StepBatch``) and
-    .json (step, method, episodes, teacher_of, hints, meta, labels or null)."""
+    .json (step, method, episodes, teacher_of, hints, labels or null)."""
     from safetensors.torch import save_file
     run_subdir(run_dir, "batches")                       # a symbolic link is refused
     tpath, jpath = batch_paths(run_dir, step)
@@ -292,11 +292,10 @@ def save_batch(run_dir, step: int, batch, *, method: str, labels=None) -> Path:
     tmp = tpath.with_suffix(".safetensors.tmp")
     save_file(tensors, str(tmp))
     os.replace(tmp, tpath)
-    meta = {k: v for k, v in batch.meta.items() if isinstance(v, (int, float, str, bool))}
     atomic_write_json(jpath, {"step": step, "method": method,
                               "episodes": [_episode_json(ep) for ep in batch.episodes],
                               "teacher_of": batch.teacher_of, "hints": batch.hints,
-                              "meta": meta, "labels": labels})
+                              "labels": labels})
     return jpath
 
 
@@ -316,11 +315,7 @@ def load_batch(path) -> tuple[object, dict]:
         if k in names:
             setattr(batch, k, v)
     batch.teacher_of, batch.hints = info.get("teacher_of"), info.get("hints")
-    meta = dict(info.get("meta") or {})
-    # scheduled estimators read the step (batches saved before it had its own field kept
-    # it in meta)
-    batch.step = info.get("step", meta.pop("step", None))
-    batch.meta.update(meta)
+    batch.step = info.get("step")       # scheduled estimators read it
     return batch, info
 
 

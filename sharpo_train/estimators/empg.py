@@ -20,7 +20,8 @@ import torch
 
 from ..step.batch import StepBatch
 from ..settings.loader import in_range
-from . import CreditOutput, GroupParams, episode_advantages, register_estimator
+from .grpo import episode_advantages
+from .registry import CreditOutput, GroupParams, register_estimator
 
 
 @dataclass

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..step.batch import StepBatch
 from ..settings.loader import in_range, need
+from ..step.batch import StepBatch, row_turns
 from ..step.credit import grouped_normalise
-from . import CreditOutput, GroupParams, episode_advantages, register_estimator, row_turns
+from .grpo import episode_advantages
+from .registry import CreditOutput, GroupParams, register_estimator
 
 INITIAL_STATE = "\x00initial"   # anchor key of turn 0 (every rollout of a group starts there)
 GIGPO_MODES = ("mean_norm", "mean_std_norm")

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..step.batch import StepBatch
 from ..settings.loader import in_range
-from . import (AuxLoss, CreditOutput, GroupParams, batch_step, episode_advantages,
-               register_estimator, segment_kind_mask, teacher_fields)
+from ..step.batch import StepBatch, segment_kind_mask
+from .grpo import episode_advantages
+from .inputs import batch_step, teacher_fields
+from .registry import AuxLoss, CreditOutput, GroupParams, register_estimator
 
 
 @dataclass

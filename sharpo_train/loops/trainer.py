@@ -41,8 +41,7 @@ from ..runs.credit_record import credit_record, write_credit
 from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
-from ..estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
-from ..estimators.oracle import perfect_teacher_logp
+from ..estimators import ESTIMATORS, CreditOutput
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -58,6 +57,7 @@ from ..step.rollout import collect_rollouts
 from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
 from ..runs.run_lock import RunLock
+from ..step.exact_labels import perfect_teacher_logp
 from ..step.scoring import ScoreStats, tree_logprobs
 from ..step.teacher import (TeacherRows, assign_teachers, render_hints, scatter_teacher_logp,
                             teacher_rows, turn_hints)
@@ -283,7 +283,7 @@ class Trainer:
         """With theta_old and no gradient, fill the scoring fields of ``batch``: A_i per
         episode, the teachers, the log-probs of every row and teacher row, the reference's.
         Returns the step's counters."""
-        fill_episode_advantages(batch, self.params)                       # [N] A_i
+        batch.fill_episode_advantages(norm_std=self.params.norm_std, eps=self.params.eps)  # [N] A_i
         teachers = self.teachers(batch, rng)                              # peers -> hints -> rows
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored

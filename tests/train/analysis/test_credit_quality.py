@@ -20,7 +20,8 @@ from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, TIE_TOLERANCE
                                                   action_credit, step_credit_quality,
                                                   weight_profile)
 from sharpo_train.envs.base import Task
-from sharpo_train.estimators import ESTIMATORS, episode_advantages
+from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.estimators.grpo import episode_advantages
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
 

@@ -12,7 +12,9 @@ from sharpo_train.errors import ConfigError
 from sharpo_train.loops.train_config import load_config
 from sharpo_train.settings.loader import in_range, load_settings
 from sharpo_train.estimators import (ESTIMATORS, CreditOutput, EstimatorConfig, GroupParams,
-                                     SharpoParams, episode_advantages, register_estimator)
+                                     register_estimator)
+from sharpo_train.estimators.grpo import episode_advantages
+from sharpo_train.estimators.sharpo import SharpoParams
 from sharpo_train.estimators.gigpo import GigpoParams
 from sharpo_train.estimators.self_distill import RlsdParams
 
@@ -166,13 +168,12 @@ def test_registration_refuses_bad_params(registered):
 
 def test_estimators_reuse_the_trainers_episode_advantages():
     from sharpo_train.step.batch import StepBatch
-    from sharpo_train.estimators import fill_episode_advantages
     batch = StepBatch(rewards=torch.tensor([1., 0., 0., 1.]), group_of=torch.tensor([0, 0, 0, 0]),
                       traj_index=torch.tensor([0, 1, 2, 3]), response_mask=torch.ones(4, 3),
                       segment_ids=torch.zeros(4, 3, dtype=torch.long), old_logp=torch.zeros(4, 3))
     p = GroupParams()
-    a = fill_episode_advantages(batch, p)
-    assert batch.episode_adv is a
+    a = batch.fill_episode_advantages(norm_std=p.norm_std, eps=p.eps)
+    assert batch.episode_adv is a and batch.episode_adv_norm == (p.norm_std, p.eps)
     batch.episode_adv = a * 0 + 7.0                        # what the trainer stored is read
     out = ESTIMATORS["grpo"].fn(batch, p)
     assert torch.all(out.base == 7.0)

@@ -1,4 +1,4 @@
-"""Credit estimators (sharpo_train/estimators/__init__.py: the registry, GRPO, SHARPO) and loss pieces (losses.py)."""
+"""Credit estimators (sharpo_train/estimators/: the registry, grpo.py, sharpo.py) and loss pieces (losses.py)."""
 import math
 
 import pytest
@@ -170,7 +170,7 @@ def test_env_faulted_episodes_leave_the_group_statistics_and_the_rows():
     """docs/training.md: an env fault is not a reward-0 failure. Faulted episodes give no
     rows and A = 0, the group statistics are over the healthy episodes only, and a group
     left with fewer than 2 healthy episodes has A = 0."""
-    from sharpo_train.estimators import episode_advantages
+    from sharpo_train.estimators.grpo import episode_advantages
     eps, faults = faulted_batch()
     batch = StepBatch.from_episodes(eps)
     assert batch.env_fault.tolist() == [e in faults for e in range(8)]

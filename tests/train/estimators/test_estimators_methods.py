@@ -12,7 +12,8 @@ from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.envs.base import Task
 from sharpo_train.step.credit import group_advantages, grouped_normalise
-from sharpo_train.estimators import ESTIMATORS, segment_kind_mask
+from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.step.batch import segment_kind_mask
 from sharpo_train.estimators.empg import empg_step_advantages, next_rows, step_entropy
 from sharpo_train.estimators.gigpo import gigpo_row_advantages
 from sharpo_train.estimators.self_distill import (opsd_token_advantages, rlsd_lambda,

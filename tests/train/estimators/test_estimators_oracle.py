@@ -12,8 +12,8 @@ from sharpo_train.cli import main
 from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
-from sharpo_train.estimators.oracle import (ORACLE_METHODS, PARTS,
-                                            oracle_token_advantages, perfect_teacher_logp)
+from sharpo_train.estimators.oracle import ORACLE_METHODS, PARTS, oracle_token_advantages
+from sharpo_train.step.exact_labels import perfect_teacher_logp
 from sharpo_train.settings.loader import ConfigError
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
@@ -145,14 +145,13 @@ def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, mon
     seen = {}
     credit = Trainer.credit
 
-    def spy(self, batch):        # the labels are the batch's own field, not a meta entry
-        seen.update(labels=batch.credit_labels, want=label_episodes(batch.episodes),
-                    meta=dict(batch.meta))
+    def spy(self, batch):        # the labels are the batch's own typed field
+        seen.update(labels=batch.credit_labels, want=label_episodes(batch.episodes))
         return credit(self, batch)
     monkeypatch.setattr(Trainer, "credit", spy)
     run = tmp_path / "run"
     assert main(["train", *CORRIDOR, *extra, f"run_dir={run}"]) == 0, capsys.readouterr().err
-    assert seen["labels"] == seen["want"] and "credit_labels" not in seen["meta"]
+    assert seen["labels"] == seen["want"] and not hasattr(StepBatch, "meta")
     (path,) = saved_batches(run)
     batch, _info = load_batch(path)
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]

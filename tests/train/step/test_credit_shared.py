@@ -131,7 +131,8 @@ def test_step_stats_loop_and_the_integrations_mask():
 def test_trainer_step_stats_are_the_shared_ones():
     """The trainer's sharpo estimator reports sharpo_step_stats of its own kernel output."""
     from sharpo_train.step.batch import StepBatch
-    from sharpo_train.estimators import ESTIMATORS, SharpoParams
+    from sharpo_train.estimators import ESTIMATORS
+    from sharpo_train.estimators.sharpo import SharpoParams
     b, _ = _segments(4)
     n = int(b["traj_index"].max()) + 1
     batch = StepBatch(rewards=torch.linspace(0, 1, n), group_of=torch.zeros(n, dtype=torch.long),
