@@ -19,7 +19,7 @@ import torch
 
 from ..settings.loader import in_range, need
 from ..step.batch import StepBatch, row_turns
-from ..step.credit import grouped_normalise
+from ..step.method_rules import grouped_normalise
 from .grpo import episode_advantages
 from .registry import CreditOutput, GroupParams, register_estimator
 

@@ -15,7 +15,7 @@ from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..settings.loader import in_range, need
 from ..step.batch import StepBatch, segment_kind_mask
-from ..step.credit import sharpo_step_stats
+from ..step.method_rules import sharpo_step_stats
 from .grpo import episode_advantages
 from .inputs import teacher_fields
 from .registry import ESTIMATORS, CreditOutput, GroupParams, register_estimator

@@ -11,7 +11,7 @@ environment drops the previous environment's keys. ``estimator.*`` is not declar
 each registered estimator owns its parameters dataclass (estimators/registry.py; SHARPO's
 defaults: ``sharpo_kernels.SHARPO_DEFAULTS``). The settings of `sharpo sft` (``SFTConfig``)
 live in loops/sft.py, those of `sharpo demo` / `sharpo compare` (``DemoConfig``,
-``CompareConfig``) in recipes/schema.py.
+``CompareConfig``) in recipes/recipe_config.py.
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
 ``configs/paper_alfworld_*.yaml``; the defaults below follow verl/verl-agent's GRPO recipe.

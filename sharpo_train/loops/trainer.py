@@ -35,8 +35,9 @@ from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint,
                                restore_optimizer, restore_scheduler, save_checkpoint)
 from .resume import check_resume
 from .train_config import Config, save_config
-from ..step.credit import teacher_coverage
-from ..analysis.credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
+from ..step.method_rules import teacher_coverage
+from ..analysis.credit_auc import LABELLER_COUNTS, step_credit_quality
+from ..analysis.rescoring import save_batch
 from ..runs.credit_record import credit_record, write_credit
 from ..models.device import resolve_device
 from ..envs import get_spec
@@ -256,7 +257,7 @@ class Trainer:
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
         """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
-        method's credit AUC into ``rec`` (analysis/credit_quality.py, docs/credit_quality.md);
+        method's credit AUC into ``rec`` (analysis/credit_auc.py, docs/credit_quality.md);
         returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:

@@ -33,7 +33,7 @@ from ..loops.evaluate import evaluate_checkpoint, family_episodes
 from ..io import atomic_write_json, loads_json
 from ..models.tokenizer import TOKENIZER_DIR
 from ..loops.sft import run_sft
-from .schema import DemoConfig
+from .recipe_config import DemoConfig
 
 
 def env_recipe(name: str):

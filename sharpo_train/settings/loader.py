@@ -1,6 +1,6 @@
 """The settings engine every command shares: typed nested dataclasses, one loader, one
 override parser, one validation. The schemas live with their owners (the trainer's:
-config.py; `sharpo sft`: sft.SFTConfig; the recipes: recipes/schema.py; an environment's
+config.py; `sharpo sft`: sft.SFTConfig; the recipes: recipes/recipe_config.py; an environment's
 ``env.*``: its EnvSpec.settings; an estimator's ``estimator.*``: its registered params).
 
     load_settings(cls, path, overrides)    YAML file (a ``base:`` key names a parent YAML,

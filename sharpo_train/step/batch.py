@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from .credit import group_advantages
+from .method_rules import group_advantages
 from .rollout import Episode
 from .segments import segment_ids as span_ids
 

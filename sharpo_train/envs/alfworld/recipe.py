@@ -26,7 +26,7 @@ SHARED_ALFWORLD = next((c for c in SHARED_CANDIDATES if c.is_dir()), SHARED_CAND
 @dataclass
 class AlfworldDemoSettings:
     """ALFWorld's own ``demo.<key>`` settings of `sharpo demo` / `sharpo compare`
-    (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/schema.py)."""
+    (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/recipe_config.py)."""
 
     game_size: str = "tiny"        # generator room size (generator.SIZES): tiny | small | medium | large
     real_eval_games: int = 6       # real valid_seen games sampled for evaluation (0: none)

@@ -75,7 +75,7 @@ def test_sharpo_defaults_come_from_the_kernel_definition():
     import inspect
     sig = inspect.signature(segment_advantage).parameters
     assert {k: sig[k].default for k in want} == want
-    from sharpo_train.recipes.schema import parse_method
+    from sharpo_train.recipes.recipe_config import parse_method
     assert parse_method("sharpo") == ("sharpo", SHARPO_DEFAULTS.lam)
 
 
@@ -134,7 +134,7 @@ def test_registering_with_params_adds_validated_keys(registered):
     assert load_config(None, ["estimator.scaled_factor=3"]).estimator.scaled_factor == 3.0
     with pytest.raises(ConfigError, match=r"^estimator\.scaled_factor: expected > 0"):
         load_config(None, ["method=scaled_t", "estimator.scaled_factor=0"])
-    from sharpo_train.recipes.schema import parse_method
+    from sharpo_train.recipes.recipe_config import parse_method
     assert parse_method("scaled_t:4") == ("scaled_t", 4.0)
     with pytest.raises(ConfigError, match="scaled_factor"):
         parse_method("scaled_t:20")

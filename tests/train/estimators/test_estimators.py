@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.step.credit import group_advantages
+from sharpo_train.step.method_rules import group_advantages
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig, register_estimator
 from sharpo_train.step.losses import AGGREGATIONS, aggregate, kl_low_var, ppo_clip_loss, token_weights
 

@@ -139,7 +139,7 @@ CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_ste
 
 @pytest.mark.parametrize("extra", [["method=oracle"], ["method=sharpo", "teacher.oracle=true"]])
 def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, monkeypatch, extra):
-    from sharpo_train.analysis.credit_quality import load_batch, saved_batches
+    from sharpo_train.analysis.rescoring import load_batch, saved_batches
     from sharpo_train.envs.corridor import label_episodes
     from sharpo_train.loops.trainer import Trainer
     seen = {}
@@ -160,7 +160,7 @@ def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, mon
     if extra == ["method=oracle"]:
         assert "oracle/abs_ratio_to_grpo" in train[0]
         # the credit report scores the oracle next to the methods (exact labels here)
-        from sharpo_train.analysis.credit_quality import score_run
+        from sharpo_train.analysis.rescoring import score_run
         res = score_run(run, ["grpo", "oracle"], n_boot=10)
         assert "skipped" not in res["oracle"] and "skipped" not in res["grpo"], res
     else:   # the saved teacher log-probs are the perfect teacher's

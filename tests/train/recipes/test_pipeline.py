@@ -11,7 +11,7 @@ pytest.importorskip("alfworld")
 
 from sharpo_train.cli import main
 from sharpo_train.recipes.phases import train_config
-from sharpo_train.recipes.settings import PipelinePlan, parse_demo_settings, split_overrides
+from sharpo_train.recipes.overrides import PipelinePlan, parse_demo_settings, split_overrides
 from sharpo_train.analysis.report.explain_html import fmt
 from sharpo_train.analysis.report.records import list_credit_steps, load_credit_record
 

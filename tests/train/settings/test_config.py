@@ -349,7 +349,7 @@ def test_sft_settings_are_typed_by_the_common_loader():
 
 
 def test_demo_and_compare_settings():
-    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method, settings_class
+    from sharpo_train.recipes.recipe_config import CompareConfig, DemoConfig, parse_method, settings_class
     alfworld = settings_class("alfworld")         # DemoConfig + ALFWorld's own demo.* keys
     d = load_settings(alfworld, None, ["train_games=6", "game_size=small", "eval_sft=false"])
     assert (d.train_games, d.game_size, d.eval_sft, d.eval_games) == (6, "small", False, 180)
@@ -405,7 +405,7 @@ def test_plus_is_checked_after_env_name_drops_the_old_keys():
 
 
 def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
-    from sharpo_train.recipes.settings import PipelinePlan, split_overrides
+    from sharpo_train.recipes.overrides import PipelinePlan, split_overrides
     assert split_overrides(["+demo.seed=1", "++sft.lr=0.1", "++env=webshop", "+env.seed=2"]) == \
         (["+seed=1", "++env=webshop"], ["++lr=0.1"], ["+env.seed=2"])
     plan = PipelinePlan.from_args("out", ["++demo.train_games=7", "++sft.max_steps=3",

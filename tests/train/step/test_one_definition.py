@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.step.credit import (StepStatInputs, sharpo_step_stats, step_stats,
+from sharpo_train.step.method_rules import (StepStatInputs, sharpo_step_stats, step_stats,
                                  teacher_coverage)
 from sharpo_train.estimators import ESTIMATORS, register_estimator
 from sharpo_train.estimators.sharpo import SharpoParams
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.recipes.schema import parse_method
-from sharpo_train.recipes.settings import method_run
+from sharpo_train.recipes.recipe_config import parse_method
+from sharpo_train.recipes.recipe_config import method_run
 
 
 def test_loading_a_trainer_config_does_not_import_triton():
