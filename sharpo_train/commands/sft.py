@@ -25,7 +25,7 @@ def run(args) -> int:
     from sharpo_train.errors import UsageError
     from sharpo_train.loops.sft import load_demos, parse_sft_overrides, run_sft
 
-    from sharpo_train.runs.outputs import check_out_dir
+    from sharpo_train.outputs import check_out_dir
 
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
     check_out_dir(args.out, "--out", args.force)

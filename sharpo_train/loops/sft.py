@@ -25,7 +25,7 @@ from ..settings.loader import apply_overrides, in_range, parse_overrides, valida
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
-from ..runs.outputs import check_out_dir, install_dir, new_build_dir
+from ..outputs import check_out_dir, install_dir, new_build_dir
 
 
 @dataclass

@@ -21,35 +21,13 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..io import atomic_write_text
+from ..outputs import system_folder
 from .run_files import check_entry
 from .run_lock import LOCK_NAME
 
 RUN_MARKER = ".sharpo-run"   # RUN/.sharpo-run: {"format": "sharpo-run/1", "command": ...}
 RUN_FORMAT = "sharpo-run/1"
 PIPELINE_MARKER = "pipeline.json"    # written first by recipes/demo.py open_pipeline
-
-_SYSTEM_ROOTS = ("/", "/home", "/root", "/tmp", "/var", "/opt", "/mnt", "/media", "/srv",
-                 "/run")
-_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc",
-                 "/sbin", "/sys", "/usr")
-
-
-def system_folder(path: str | Path) -> str | None:
-    """Why ``path`` may not hold a run (a system folder or a home directory), or None."""
-    real = Path(os.path.realpath(os.path.expanduser(str(path))))
-    home = Path(os.path.realpath(os.path.expanduser("~")))
-    if real == home:
-        return f"it is the home directory {home}"
-    for root in _SYSTEM_ROOTS:
-        if real == Path(root):
-            return f"it is the system folder {root}"
-    for tree in _SYSTEM_TREES:
-        if real == Path(tree):
-            return f"it is the system folder {tree}"
-        if Path(tree) in real.parents:
-            return f"it is inside the system folder {tree}"
-    return None
-
 
 def is_sharpo_run(path: str | Path) -> bool:
     """``path`` is a folder a sharpo run wrote: it holds the run marker (a regular file)."""

@@ -12,7 +12,8 @@ import pytest
 from sharpo_train.cli import main
 from sharpo_train.loops.train_config import load_config, save_config
 from sharpo_train.errors import UsageError
-from sharpo_train.runs.run_dir import RUN_MARKER, check_run_dir, is_sharpo_run, system_folder
+from sharpo_train.outputs import system_folder
+from sharpo_train.runs.run_dir import RUN_MARKER, check_run_dir, is_sharpo_run
 from sharpo_train.loops.trainer import Trainer, train
 
 from train.commands.test_cli_errors import one_line_error

@@ -1,6 +1,6 @@
 """Rollout engines (sharpo_train/generation): the HF engine's sampled log-probs against the
 trainer's scoring, the mismatch metric, the engine used by the rollout loop, config
-checks. The vLLM engine itself: tests/train/models/test_generation_vllm.py (its own venv)."""
+checks. The vLLM engine itself: tests/train/generation/test_generation_vllm.py (its own venv)."""
 import pytest
 import torch
 
