@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..settings.loader import in_range, need
+from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, row_turns
 from ..step.method_rules import grouped_normalise
 from .grpo import episode_advantages
@@ -29,9 +29,10 @@ GIGPO_MODES = ("mean_norm", "mean_std_norm")
 
 @dataclass
 class GigpoParams(GroupParams):
-    gigpo_gamma: float = 0.95             # discount of the step return
-    gigpo_step_weight: float = 1.0        # omega, weight of the step advantage
-    gigpo_mode: str = "mean_norm"         # mean_norm | mean_std_norm
+    gigpo_gamma: float = setting(0.95, "GiGPO: discount of the step return")
+    gigpo_step_weight: float = setting(1.0, "GiGPO: omega, weight of the step advantage")
+    gigpo_mode: str = setting("mean_norm", "GiGPO: step-group normalisation, mean_norm or "
+                              "mean_std_norm")
 
     def validate(self) -> None:
         super().validate()

@@ -13,7 +13,7 @@ import torch
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
-from ..settings.loader import in_range, need
+from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, segment_kind_mask
 from ..step.method_rules import sharpo_step_stats
 from .grpo import episode_advantages
@@ -30,17 +30,17 @@ class SharpoParams(GroupParams):
     """docs/method.md §4: the five coefficients (lam, alpha, tau, rho_min, rho_max; their
     names, defaults and help: ``sharpo_kernels.SharpoCoefficients``, added by
     ``with_coefficients``), then these."""
-    backend: Optional[str] = None         # sharpo_kernels backend; None: automatic
-    # which segments get the teacher-gap weight w (docs/estimators.md, weight_segments):
-    # "all" (the method, §4) or "action" (deviation: reasoning segments keep w = 1)
-    weight_segments: str = "all"
-    # which way w may move (docs/estimators.md, weight_side): "both" (the method, §4:
-    # w in [1 - alpha, 1 + alpha]) or "down" (deviation: w in [1 - alpha, 1], the teacher
-    # only takes credit away)
-    weight_side: str = "both"
-    # A_i of §4 per row: a registered base-advantage estimator (grpo: §1; gigpo: GiGPO's
-    # episode + step advantage; docs/estimators.md, SHARPO over another base)
-    base: str = "grpo"
+    backend: Optional[str] = setting(None, "SHARPO: sharpo_kernels backend of "
+                                     "segment_advantage; null: automatic")
+    # docs/estimators.md, weight_segments / weight_side / SHARPO over another base
+    weight_segments: str = setting("all", "SHARPO: segments that get the teacher-gap weight w: "
+                                   "all (the method, §4) or action (deviation: reasoning "
+                                   "segments keep w = 1)")
+    weight_side: str = setting("both", "SHARPO: way w may move: both (the method, w in "
+                               "[1 - alpha, 1 + alpha]) or down (deviation: w <= 1, the "
+                               "teacher only takes credit away)")
+    base: str = setting("grpo", "SHARPO: the A_i of §4 per row, a registered base-advantage "
+                        "estimator (grpo: §1; gigpo: GiGPO's episode + step advantage)")
     # the base's own params (EstimatorSettings.params fills them from the estimator.* keys;
     # None: the base's defaults with this config's norm_std and eps)
     base_params: Optional[GroupParams] = field(default=None, init=False, repr=False,

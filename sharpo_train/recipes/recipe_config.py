@@ -22,7 +22,7 @@ from ..loops.train_config import load_config
 from ..envs.registry import DEFAULT_ENV, get_spec, recipe_envs
 from ..estimators import ESTIMATORS
 from ..settings.loader import (ConfigError, OverrideText, apply_overrides, in_range, need,
-                               validate_settings)
+                               setting, validate_settings)
 
 
 @dataclass
@@ -31,18 +31,19 @@ class DemoConfig:
     keys: its RecipeSpec.settings, joined by ``settings_class``; the trainer's own keys are
     set through plain overrides)."""
 
-    env: str = DEFAULT_ENV         # the environment: one with a recipe (envs.recipe_envs())
-    seed: int = 0                  # games, demonstrations, SFT and RL seed
-    train_games: int = 120         # generated training games (the demonstrations come from them;
-                                   # webshop: the first N goals of WebShop's train split)
-    eval_games: int = 180          # generated held-out games (a different generator seed; 180:
-                                   # enough to tell a gain of a few points from noise, paired
-                                   # game by game, analysis/report/stats.py; webshop: 18, a
-                                   # category-balanced sample of the test split)
-    game_max_steps: int = 10       # environment step limit per episode (where the env.* has one)
-    workers: int = 2               # processes for game generation / demonstrations
-    eval_sft: bool = True          # also evaluate the warm start (the "before RL" column)
-    explain: bool = True           # write the credit report of the RL run
+    env: str = setting(DEFAULT_ENV, "the environment: one with a recipe (envs.recipe_envs())")
+    seed: int = setting(0, "seed of the games, demonstrations, SFT and RL")
+    train_games: int = setting(120, "generated training games, the demonstrations come from "
+                               "them (webshop: the first N goals of WebShop's train split)")
+    # 180: enough to tell a gain of a few points from noise, paired game by game
+    # (analysis/report/stats.py)
+    eval_games: int = setting(180, "generated held-out games, another generator seed (webshop: "
+                              "a category-balanced sample of the test split)")
+    game_max_steps: int = setting(10, "environment step limit per episode (where the env.* "
+                                  "has one)")
+    workers: int = setting(2, "processes for game generation and demonstrations")
+    eval_sft: bool = setting(True, "also evaluate the warm start (the \"before RL\" column)")
+    explain: bool = setting(True, "write the credit report of the RL run")
 
     def validate(self) -> None:
         need(self.env in recipe_envs(), "env", f"one of {recipe_envs()}", self.env)
@@ -172,8 +173,10 @@ def parse_method(item: str) -> tuple[str, float | None]:
 class CompareConfig(DemoConfig):
     """DemoConfig plus what `sharpo compare` runs: each method with each RL seed."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])   # RL seeds (distinct, >= 0)
-    methods: list[str] = field(default_factory=lambda: ["grpo", "sharpo:0.2", "sharpo:0.05"])
+    seeds: list[int] = setting(help="RL seeds, distinct, >= 0 (--seeds)",
+                               factory=lambda: [0, 1, 2])
+    methods: list[str] = setting(help="methods compared, NAME[:value][@key=value] (--methods)",
+                                 factory=lambda: ["grpo", "sharpo:0.2", "sharpo:0.05"])
 
     def validate(self) -> None:
         super().validate()
