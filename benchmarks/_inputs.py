@@ -125,7 +125,7 @@ def check_output(path: str | Path, key: str, made_it: Callable[[Path], bool]) ->
     """``path`` may be written as an output file: not a system path (the rule of sharpo's
     run directories), not a symbolic link, not a folder; its folder exists; an existing
     file only when ``made_it(path)`` (this script wrote it). Creates nothing."""
-    from sharpo_train.runs.run_dir import system_folder
+    from sharpo_train.outputs import system_folder
 
     p = Path(path)
     if str(path) == "" or p.name in ("", ".", ".."):
@@ -164,7 +164,7 @@ def check_output_folder(path: str | Path, key: str, marker: str) -> Path:
     """``path`` may be a script's output folder: not a system folder, the home directory, a
     link or a file; new, empty, or one this script made (it holds ``marker``, written
     first by ``claim_output_folder``). Creates nothing."""
-    from sharpo_train.runs.run_dir import system_folder
+    from sharpo_train.outputs import system_folder
 
     p = Path(path)
     if str(path) == "":

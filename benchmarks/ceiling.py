@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _inputs import (InputError, Parser, check_output, finite_number, input_dir, loads,  # noqa: E402
                      read_json, read_text)
 
-from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.recipes.recipe_config import parse_methods
 from sharpo_train.analysis.report.compare import per_task_mean
 from sharpo_train.analysis.report.compare_training import late_success
 

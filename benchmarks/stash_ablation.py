@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from sharpo_kernels.logprobs.cpu import ChunkOptions, linear_logprobs_cpu
+from sharpo_kernels.logprobs.cpu_tiles import ChunkOptions
+from sharpo_kernels.logprobs.linear_cpu import linear_logprobs_cpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _inputs import Parser, positive_int  # noqa: E402

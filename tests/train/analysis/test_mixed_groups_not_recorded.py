@@ -23,8 +23,8 @@ class _Log:
 
 def _compare_md(tmp_path, write_run, keep_credit):
     from sharpo_train.analysis.report.compare import write_compare_report
-    from sharpo_train.recipes.schema import CompareConfig, settings_class
-    from sharpo_train.recipes.settings import parse_methods
+    from sharpo_train.recipes.recipe_config import CompareConfig, settings_class
+    from sharpo_train.recipes.recipe_config import parse_methods
     out = tmp_path / "cmp"
     methods = parse_methods("grpo,sharpo:0.2")
     phases = {}
