@@ -186,3 +186,18 @@ def claim_output_folder(path: Path, marker: str, command: str) -> None:
     """Create ``path`` (and parents) and write its marker first."""
     path.mkdir(parents=True, exist_ok=True)
     (path / marker).write_text(json.dumps({"command": command}) + "\n")
+
+
+def env_ints(name: str, default: str, count: int) -> tuple[int, ...]:
+    """Environment variable ``name`` (``default`` when unset) as ``count`` comma-separated
+    positive integers; an InputError naming it otherwise."""
+    text = os.environ.get(name, default)
+    parts = text.split(",")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) != count or min(values, default=0) < 1:
+        raise InputError(f"{name}: expected {count} positive integer(s)"
+                         f"{' separated by commas' if count > 1 else ''}, got {text!r}")
+    return values

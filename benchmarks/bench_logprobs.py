@@ -36,11 +36,29 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _memory import fmt_bytes, peak_rss_subprocess  # noqa: E402
+from _inputs import InputError, check_output, env_ints, starts_with  # noqa: E402
+
+
+def read_settings() -> tuple:
+    """(N, H, V, ROUNDS, PAIRS) from the environment, and SHARPO_BENCH_OUT checked (an
+    output it may write: benchmarks/_inputs.py); InputError naming the variable."""
+    n, h, v = env_ints("SHARPO_BENCH_SHAPE", "2048,896,151936", 3)
+    (rounds,), (pairs,) = env_ints("SHARPO_BENCH_ROUNDS", "2", 1), env_ints("SHARPO_BENCH_PAIRS", "5", 1)
+    out = os.environ.get("SHARPO_BENCH_OUT")
+    if out is not None:
+        check_output(out, "SHARPO_BENCH_OUT", starts_with("machine: "))
+        check_output(out + ".rows", "SHARPO_BENCH_OUT", lambda p: True)   # appended to
+    return n, h, v, rounds, pairs
+
 
 # SHARPO_BENCH_SHAPE="N,H,V" shrinks the problem for a quick check of the harness.
-N, H, V = map(int, os.environ.get("SHARPO_BENCH_SHAPE", "2048,896,151936").split(","))
-ROUNDS = int(os.environ.get("SHARPO_BENCH_ROUNDS", "2"))
-PAIRS = int(os.environ.get("SHARPO_BENCH_PAIRS", "5"))
+try:
+    N, H, V, ROUNDS, PAIRS = read_settings()
+    _BAD = None
+except InputError as exc:
+    _BAD = str(exc)
+if _BAD:                           # stops the session before any case runs, exit status 2
+    pytest.exit(f"error: bench_logprobs.py: {_BAD}", returncode=2)
 RESULTS: dict = {}          # (suite, case) -> {"seconds": ..., "memory": MemoryResult|None}
 PAIRED: list = []           # summary lines of the paired (interleaved) comparisons
 

@@ -139,3 +139,27 @@ def test_bench_estimators_refuses_a_batch_that_cannot_fit(capsys):
     """--tasks 1000000000 allocated until the machine ran out of memory."""
     one_line_exit_2(capsys, lambda: load("bench_estimators").parse(
         ["--tasks", "1000000000", "--group", "1000000"]), "token cells; at most")
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"SHARPO_BENCH_SHAPE": "2048,896"}, "SHARPO_BENCH_SHAPE: expected 3 positive integer(s)"),
+    ({"SHARPO_BENCH_SHAPE": "a,b,c"}, "SHARPO_BENCH_SHAPE"),
+    ({"SHARPO_BENCH_ROUNDS": "0"}, "SHARPO_BENCH_ROUNDS"),
+    ({"SHARPO_BENCH_PAIRS": "-1"}, "SHARPO_BENCH_PAIRS"),
+    ({"SHARPO_BENCH_OUT": "/etc/bench.md"}, "refusing to write"),
+])
+def test_bench_logprobs_refuses_bad_environment(monkeypatch, env, needle):
+    """A bad SHARPO_BENCH_* was a ValueError traceback at collection (or wrote /etc/...)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import _inputs
+        spec = importlib.util.spec_from_file_location(
+            "sharpo_bench_logprobs_settings", os.path.join(ROOT, "benchmarks", "bench_logprobs.py"))
+        mod = importlib.util.module_from_spec(spec)
+        with pytest.raises((pytest.exit.Exception, _inputs.InputError)) as exc:
+            spec.loader.exec_module(mod)
+        assert needle in str(exc.value) and "\n" not in str(exc.value)
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
