@@ -83,7 +83,7 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
 # GPU tiles (BLOCK_N, BLOCK_V, BLOCK_H, num_warps) by how the products run: tensor cores
 # (bf16/fp16 operands, or fp32 with allow_tf32) or IEEE fp32 on FMA units, whose operands
 # live in registers (the 64 x 128 x 64 tile needed all 255 registers and spilled).
-_GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (32, 64, 32, 4)}
+_GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (64, 64, 32, 8)}
 _DEFAULT_CHUNK_BYTES = 256 << 20
 
 
