@@ -16,8 +16,8 @@ For a chunk of Vc vocabulary columns [v0, v1) (docs/method.md §2 for dL/dz):
          grad_h        += dz @ W[v0:v1]        [NV, H], fp32 accumulator over the chunks
          grad_b[v0:v1]  = gbp.sum(0)
      bf16/fp16 products accumulate in fp32 inside cuBLAS; grad_h's per-chunk product is
-     taken in fp32 (torch.mm(out_dtype=float32) where torch has it, else upcast operands),
-     so every gradient sees one rounding to the output dtype, as before.
+     added in fp32 (torch.addmm(..., out_dtype=float32, out=grad_h), torch >= 2.8; else
+     upcast operands), so every gradient sees one rounding to the output dtype, as before.
 
 Extra memory: the chunk buffer (NV x Vc elements, `LinearTritonConfig.chunk_bytes`), the
 fp32 grad_h accumulator, the gathered valid hidden rows, gbp. No [N, V] tensor.
@@ -78,27 +78,30 @@ def _linear_dlogits_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, la
         tl.store(gbp_ptr + pid_n * stride_gbp + local, tl.sum(g, axis=0), mask=v_mask)
 
 
-_OUT_DTYPE_MM: dict[torch.device, bool] = {}
-
-
 def _dz_dtype(dtype: torch.dtype) -> torch.dtype:
     """dtype of the dL/dz chunk: the inputs' dtype on a GPU (tensor-core products); fp32
     in the interpreter, which computes everything in fp32 (linear_tiles.py)."""
     return torch.float32 if triton_interpreting() else dtype
 
 
-def _mm_f32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b in fp32 (a, b fp32/bf16/fp16). Half inputs of one dtype on a GPU go through
-    cuBLAS with fp32 output (torch.mm(..., out_dtype=float32), torch >= 2.8); elsewhere the
-    operands are upcast (exact: the same products, summed in fp32)."""
+_OUT_DTYPE_MM: dict[torch.device, bool] = {}
+
+
+def _addmm_f32_(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """acc += a @ b with acc fp32 and a, b fp32/bf16/fp16. Half operands of one dtype on a
+    GPU go through cuBLAS with fp32 output straight into acc (torch.addmm(...,
+    out_dtype=float32), torch >= 2.8); elsewhere the operands are upcast (exact: the same
+    products, summed in fp32)."""
     if a.dtype == b.dtype == torch.float32:
-        return torch.mm(a, b)
+        acc.addmm_(a, b)
+        return
     if a.is_cuda and a.dtype == b.dtype and _OUT_DTYPE_MM.get(a.device, True):
         try:
-            return torch.mm(a, b, out_dtype=torch.float32)
+            torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+            return
         except (TypeError, RuntimeError, NotImplementedError):
             _OUT_DTYPE_MM[a.device] = False       # this torch cannot: upcast from now on
-    return torch.mm(a.float(), b.float())
+    acc += torch.mm(a.float(), b.float())
 
 
 @contextlib.contextmanager
@@ -166,12 +169,10 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
             d = dz[:, :v1 - v0]
             if need_w and d.dtype == hv.dtype:
                 torch.mm(d.t(), hv, out=gw[v0:v1])       # fp32 accumulate, one rounding
-            elif need_w:
-                gw[v0:v1] = _mm_f32(d.t(), hv)
-            if need_h and d.dtype == weight.dtype == torch.float32:
-                gh.addmm_(d, weight[v0:v1])
-            elif need_h:
-                gh += _mm_f32(d, weight[v0:v1])
+            elif need_w:                                 # interpreter: fp32 dz, half hv
+                gw[v0:v1] = torch.mm(d.t(), hv.float())
+            if need_h:
+                _addmm_f32_(gh, d, weight[v0:v1])
             if need_b:
                 torch.sum(gbp[:, :v1 - v0], dim=0, out=gb[v0:v1])
     return linear_grads(hidden, weight, bias, rows, gh, gw, gb)
