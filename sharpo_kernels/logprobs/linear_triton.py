@@ -317,3 +317,68 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     return LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
                                       int(ignore_index), bool(return_entropy),
                                       config or LinearTritonConfig())
+
+
+# ---------------------------------------------------------------------------------------
+# Compile specs (sharpo_kernels/compiled): every variant the launchers above can pick at the
+# realistic shapes, with the block sizes LinearTritonConfig().resolve chooses on a GPU.
+# Keep in step with the launchers: change a launcher's arguments, change its spec here.
+# ---------------------------------------------------------------------------------------
+
+def compile_specs(arch: int):
+    """[KernelVariant] of _linear_fwd_kernel / _linear_bwd_kernel for sm_<arch>."""
+    from ..compiled.variants import HIDDENS, N_TOKENS, VOCABS, KernelVariant
+    f32 = torch.float32
+    i64 = torch.int64
+    out = []
+    nv = N_TOKENS
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        dn = str(dtype).split(".")[-1]
+        elt = dtype.itemsize
+        for v in VOCABS:
+            for h in HIDDENS:
+                # splits only shape the grid (one split per row tile here), not the binary
+                bn, bv, bh, splits, v_per_split, warps = LinearTritonConfig(splits=1).resolve(
+                    nv, v, h, torch.device("cuda"))
+                n_tiles, v_tiles = triton.cdiv(nv, bn), triton.cdiv(v, bv)
+                shape = f"{dn} N={nv} V={v} H={h}"
+                for bias in (False, True):
+                    for ent in (False, True):
+                        out.append(KernelVariant(
+                            _linear_fwd_kernel,
+                            (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                             nv, v, h, v_per_split, 0.7),
+                            dict(HAS_BIAS=bias, NEED_ENTROPY=ent, DOT_FP32=dtype == f32,
+                                 BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh),
+                            warps, 3, (n_tiles, splits),
+                            f"linear_fwd {shape} bias={bias:d} entropy={ent:d}",
+                            elements=nv * v, mma_flops=2 * nv * v * h,
+                            bytes=(v * h + nv * h) * elt,        # minimal: W and hidden once
+                            loop_trips=(triton.cdiv(v_per_split, bv),
+                                        triton.cdiv(v_per_split, bv) * triton.cdiv(h, bh)),
+                            mufu_per_element=1.0))
+                        for need_h, need_w, need_b in ((1, 1, 0), (1, 0, 0), (0, 1, 0),
+                                                       (1, 1, 1), (1, 0, 1), (0, 1, 1),
+                                                       (0, 0, 1)):
+                            if need_b and not bias:
+                                continue
+                            mma = 2 * nv * v * h * (1 + need_h + need_w)
+                            atom = (v_tiles * nv * h * need_h + n_tiles * v * h * need_w
+                                    + n_tiles * v * need_b)
+                            out.append(KernelVariant(
+                                _linear_bwd_kernel,
+                                (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                 f32, f32, f32, f32, nv, v, h, 0.7),
+                                dict(HAS_BIAS=bias, NEED_ENTROPY=ent, NEED_H=bool(need_h),
+                                     NEED_W=bool(need_w), NEED_B=bool(need_b),
+                                     DOT_FP32=dtype == f32, BLOCK_N=bn, BLOCK_V=bv,
+                                     BLOCK_H=bh),
+                                warps, 3, (n_tiles, v_tiles),
+                                f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
+                                f"h={need_h} w={need_w} b={need_b}",
+                                elements=nv * v, mma_flops=mma,
+                                bytes=(v * h + nv * h) * elt          # minimal traffic
+                                + 4 * (nv * h * need_h + v * h * need_w),
+                                atomics=atom, mufu_per_element=1.0,
+                                loop_trips=(triton.cdiv(h, bh),) * 2))
+    return out

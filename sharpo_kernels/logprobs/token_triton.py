@@ -90,9 +90,20 @@ def _token_bwd_kernel(x_ptr, stride_x, labels_ptr, m_ptr, logs_ptr, ent_ptr, glp
         tl.store(g_row + cols, g, mask=in_v)
 
 
-def _block_v(v: int, device: torch.device) -> int:
-    cap = 4096 if device.type == "cuda" else 1024
-    return max(16, min(cap, triton.next_power_of_2(v)))
+def token_config(v: int, dtype: torch.dtype, arch: int | None):
+    """(BLOCK_V, num_warps, num_stages) the launchers use for a vocabulary of `v` words.
+    arch: the GPU's compute capability (major * 10 + minor), None in the interpreter (one
+    fixed config there: docs/toolchain.md)."""
+    if arch is None:
+        return max(16, min(1024, triton.next_power_of_2(v))), 4, 1
+    return max(16, min(4096, triton.next_power_of_2(v))), 8 if v >= 8192 else 4, 3
+
+
+def _arch(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return major * 10 + minor
 
 
 def _grad_buffer_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -121,11 +132,12 @@ def token_logprobs_triton_forward(logits, labels, temperature: float, ignore_ind
     logs = torch.empty(n, dtype=torch.float32, device=dev)
     ent = torch.empty(n, dtype=torch.float32, device=dev) if need_entropy else None
     if n:
+        bv, warps, stages = token_config(v, logits.dtype, _arch(dev))
         _token_fwd_kernel[(n,)](
             logits, logits.stride(0), labels, logp, ent if need_entropy else logp, m, logs,
             v, float(temperature), int(ignore_index),
-            NEED_ENTROPY=need_entropy, BLOCK_V=block_v or _block_v(v, dev),
-            num_warps=8 if v >= 8192 else 4)
+            NEED_ENTROPY=need_entropy, BLOCK_V=block_v or bv, num_warps=warps,
+            num_stages=stages)
     return logp, ent, m, logs, ent
 
 
@@ -139,11 +151,12 @@ def token_logprobs_triton_backward(logits, labels, m, logs, ent, g_lp, g_ent,
     if n:
         g_lp = g_lp.to(torch.float32).contiguous()
         g_ent = g_ent.to(torch.float32).contiguous() if need_entropy else g_lp
+        bv, warps, stages = token_config(v, logits.dtype, _arch(logits.device))
         _token_bwd_kernel[(n,)](
             logits, logits.stride(0), labels, m, logs, ent if need_entropy else m, g_lp, g_ent,
             grad, grad.stride(0), v, float(temperature), int(ignore_index),
-            NEED_ENTROPY=need_entropy, BLOCK_V=block_v or _block_v(v, logits.device),
-            num_warps=8 if v >= 8192 else 4)
+            NEED_ENTROPY=need_entropy, BLOCK_V=block_v or bv, num_warps=warps,
+            num_stages=stages)
     return grad.to(logits.dtype)
 
 
@@ -183,3 +196,37 @@ def token_logprobs_triton(logits, labels, temperature=1.0, ignore_index=-100,
     labels = labels.to(torch.int64).contiguous()
     return TokenLogprobsTriton.apply(logits, labels, float(temperature), int(ignore_index),
                                      bool(return_entropy), block_v)
+
+
+# ---------------------------------------------------------------------------------------
+# Compile specs (sharpo_kernels/compiled): every variant the launchers above can pick on a
+# GPU at the realistic shapes, from token_config.
+# ---------------------------------------------------------------------------------------
+
+def compile_specs(arch: int):
+    """[KernelVariant] of _token_fwd_kernel / _token_bwd_kernel for sm_<arch>."""
+    from ..compiled.variants import N_TOKENS, VOCABS, KernelVariant
+    f32, i64 = torch.float32, torch.int64
+    n = N_TOKENS
+    out = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        dn = str(dtype).split(".")[-1]
+        elt = dtype.itemsize
+        for v in VOCABS:
+            bv, warps, stages = token_config(v, dtype, arch)
+            trips = (triton.cdiv(v, bv),)
+            for ent in (False, True):
+                tag = f"{dn} N={n} V={v} entropy={ent:d}"
+                out.append(KernelVariant(
+                    _token_fwd_kernel,
+                    (dtype, v, i64, f32, f32, f32, f32, v, 0.7, -100),
+                    dict(NEED_ENTROPY=ent, BLOCK_V=bv), warps, stages, (n,),
+                    f"token_fwd {tag}", elements=n * v, bytes=n * v * elt,
+                    mufu_per_element=1.0, loop_trips=trips, extra=dict(loop_elements=bv)))
+                out.append(KernelVariant(
+                    _token_bwd_kernel,
+                    (dtype, v, i64, f32, f32, f32, f32, f32, dtype, v, v, 0.7, -100),
+                    dict(NEED_ENTROPY=ent, BLOCK_V=bv), warps, stages, (n,),
+                    f"token_bwd {tag}", elements=n * v, bytes=2 * n * v * elt,
+                    mufu_per_element=1.0, loop_trips=trips, extra=dict(loop_elements=bv)))
+    return out
