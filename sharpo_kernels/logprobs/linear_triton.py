@@ -253,3 +253,85 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     return LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
                                       int(ignore_index), bool(return_entropy),
                                       config or LinearTritonConfig(), bool(allow_tf32))
+
+
+# ---------------------------------------------------------------------------------------
+# Compile specs (sharpo_kernels/compiled): every variant the launchers above can pick at the
+# realistic shapes, with the tiles LinearTritonConfig chooses on a GPU for each dtype and
+# allow_tf32, and the backward's chunk width. Keep in step with the launchers: change a
+# launcher's arguments, change its spec here.
+# ---------------------------------------------------------------------------------------
+
+def compile_specs(arch: int):
+    """[KernelVariant] of _linear_fwd_kernel and the backward's _linear_dlogits_kernel
+    (linear_backward_triton.py) for sm_<arch>.
+
+    A "linear_bwd" variant is the whole backward: the d-logits kernel's binary, with the
+    traffic and tensor-core FLOPs of the kernel plus the cuBLAS products it feeds (grad_W,
+    grad_h: 2 N V H each), so that the throughput model bounds the backward, not the kernel
+    alone. Its atomics are 0: every gradient is written once (docs/gpu_kernels.md)."""
+    from ..compiled.variants import HIDDENS, N_TOKENS, VOCABS, KernelVariant
+    from .linear_backward_triton import _linear_dlogits_kernel
+    f32, i64 = torch.float32, torch.int64
+    cuda = torch.device("cuda")
+    out = []
+    nv = N_TOKENS
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        dn = str(dtype).split(".")[-1]
+        elt = dtype.itemsize
+        for tf32 in ((False, True) if dtype == f32 else (False,)):
+            tag = " tf32=1" if tf32 else ""
+            for v in VOCABS:
+                for h in HIDDENS:
+                    cfg = LinearTritonConfig(splits=1)  # splits shape the grid, not the binary
+                    bn, bv, bh, splits, v_per_split, warps = cfg.resolve(nv, v, h, cuda,
+                                                                         dtype, tf32)
+                    vc = cfg.chunk_columns(nv, v, bv, elt)
+                    chunks = triton.cdiv(v, vc)
+                    n_tiles = triton.cdiv(nv, bn)
+                    shape = f"{dn} N={nv} V={v} H={h}"
+                    common = dict(DOT_FP32=dtype == f32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
+                                  BLOCK_H=bh)
+                    for bias in (False, True):
+                        for ent in (False, True):
+                            out.append(KernelVariant(
+                                _linear_fwd_kernel,
+                                (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                 nv, v, h, v_per_split, 0.7),
+                                dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent),
+                                warps, 3, (n_tiles, splits),
+                                f"linear_fwd {shape} bias={bias:d} entropy={ent:d}{tag}",
+                                elements=nv * v, mma_flops=2 * nv * v * h,
+                                bytes=(v * h + nv * h) * elt,    # minimal: W and hidden once
+                                loop_trips=(triton.cdiv(v_per_split, bv),
+                                            triton.cdiv(v_per_split, bv) * triton.cdiv(h, bh)),
+                                mufu_per_element=1.0))
+                            for need_h, need_w, need_b in ((1, 1, 0), (1, 0, 0), (0, 1, 0),
+                                                           (1, 1, 1), (1, 0, 1), (0, 1, 1),
+                                                           (0, 0, 1)):
+                                if need_b and not bias:
+                                    continue
+                                # d-logits kernel: W, hidden read; dz written; bias partials
+                                # cuBLAS: dz read per product, hidden / W read, grad_W written
+                                # once, grad_h (fp32) read + written per chunk
+                                nbytes = ((v * h + nv * h) * elt + nv * v * elt
+                                          + 4 * n_tiles * v * need_b
+                                          + nv * v * elt * (need_h + need_w)
+                                          + need_w * (nv * h + v * h) * elt
+                                          + need_h * (v * h * elt + chunks * 2 * 4 * nv * h))
+                                out.append(KernelVariant(
+                                    _linear_dlogits_kernel,
+                                    (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                     f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7),
+                                    dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent,
+                                         NEED_B=bool(need_b)),
+                                    warps, 3, (n_tiles, triton.cdiv(min(v, vc), bv) * chunks),
+                                    f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
+                                    f"h={need_h} w={need_w} b={need_b}{tag}",
+                                    elements=nv * v,
+                                    mma_flops=2 * nv * v * h * (1 + need_h + need_w),
+                                    bytes=nbytes, atomics=0, mufu_per_element=1.0,
+                                    loop_trips=(triton.cdiv(h, bh),),
+                                    extra=dict(chunk_columns=vc, chunks=chunks,
+                                               cublas_flops=2 * nv * v * h * (need_h + need_w))))
+    return out
