@@ -1,7 +1,8 @@
 """Backward of the Triton `linear_logprobs` (linear_triton.py): chunks of the vocabulary,
 each gradient written once, no atomics (docs/gpu_kernels.md, "linear_logprobs backward").
 
-For a chunk of Vc vocabulary columns [v0, v1) (docs/method.md §2 for dL/dz):
+For a chunk of Vc vocabulary columns [v0, v1) (dL/dz: docs/gpu_kernels.md, "linear_logprobs
+backward"; flops, bytes and the comparison with Liger's and Cut Cross-Entropy's there too):
 
   1. `_linear_dlogits_kernel`, grid (row tiles, vocabulary tiles of the chunk): recomputes
      the [BLOCK_N, BLOCK_V] logits tile z = h W^T + b (fp32 accumulation, as the forward
@@ -16,8 +17,8 @@ For a chunk of Vc vocabulary columns [v0, v1) (docs/method.md §2 for dL/dz):
          grad_h        += dz @ W[v0:v1]        [NV, H], fp32 accumulator over the chunks
          grad_b[v0:v1]  = gbp.sum(0)
      bf16/fp16 products accumulate in fp32 inside cuBLAS; grad_h's per-chunk product is
-     added in fp32 (torch.addmm(..., out_dtype=float32, out=grad_h), torch >= 2.8; else
-     upcast operands), so every gradient sees one rounding to the output dtype, as before.
+     added in fp32 (torch.addmm(..., out_dtype=float32, out=grad_h), torch >= 2.8), so
+     every gradient sees one rounding to the output dtype, as before.
 
 Extra memory: the chunk buffer (NV x Vc elements, `LinearTritonConfig.chunk_bytes`), the
 fp32 grad_h accumulator, the gathered valid hidden rows, gbp. No [N, V] tensor.
@@ -90,8 +91,9 @@ _OUT_DTYPE_MM: dict[torch.device, bool] = {}
 def _addmm_f32_(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """acc += a @ b with acc fp32 and a, b fp32/bf16/fp16. Half operands of one dtype on a
     GPU go through cuBLAS with fp32 output straight into acc (torch.addmm(...,
-    out_dtype=float32), torch >= 2.8); elsewhere the operands are upcast (exact: the same
-    products, summed in fp32)."""
+    out_dtype=float32), torch >= 2.8); a torch without it gets the tensor-core product
+    rounded once to the half dtype, then added in fp32 (one extra rounding per chunk, at
+    tensor-core speed). On the CPU the operands are upcast (the same products, in fp32)."""
     if a.dtype == b.dtype == torch.float32:
         acc.addmm_(a, b)
         return
@@ -99,8 +101,13 @@ def _addmm_f32_(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         try:
             torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
             return
+        except torch.cuda.OutOfMemoryError:
+            raise
         except (TypeError, RuntimeError, NotImplementedError):
-            _OUT_DTYPE_MM[a.device] = False       # this torch cannot: upcast from now on
+            _OUT_DTYPE_MM[a.device] = False       # this torch cannot
+    if a.is_cuda and a.dtype == b.dtype:
+        acc += torch.mm(a, b)
+        return
     acc += torch.mm(a.float(), b.float())
 
 
