@@ -140,7 +140,8 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
     nv = rows.numel()
     dev = hidden.device
     bn, bv, bh, warps = config.tiles(nv, v, h, dev, hidden.dtype, tf32)
-    vc = config.chunk_columns(nv, v, bv, hidden.element_size())
+    dz_dtype = _dz_dtype(hidden.dtype)
+    vc = config.chunk_columns(nv, v, bv, dz_dtype.itemsize)
     f32 = dict(dtype=torch.float32, device=dev)
     gh = torch.zeros(nv, h, **f32) if need_h else None
     gw = torch.empty(v, h, dtype=weight.dtype, device=dev) if need_w else None
@@ -155,7 +156,7 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
     g_lp = g_lp.to(torch.float32).contiguous()
     g_ent = g_ent.to(torch.float32).contiguous() if need_entropy else g_lp
     n_tiles = triton.cdiv(nv, bn)
-    dz = torch.empty(nv, vc, dtype=_dz_dtype(hidden.dtype), device=dev)
+    dz = torch.empty(nv, vc, dtype=dz_dtype, device=dev)
     gbp = torch.empty(n_tiles, vc, **f32) if need_b else dz
     # the valid hidden rows, for grad_W = dz^T @ h_valid (no copy when every row is scored)
     hv = None
