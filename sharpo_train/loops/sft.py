@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -26,6 +27,7 @@ from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
 from .demo_records import read_demo_records
+from ..io import current_umask, umask_modes
 from ..outputs import check_out_dir, install_dir, new_build_dir
 
 
@@ -303,12 +305,14 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
                "config": asdict(cfg)}
     check_out_dir(out_dir, "--out", force)      # still fine after training
     tmp = new_build_dir(out_dir)
-    model.save_pretrained(tmp)
-    if cfg.model.path:
-        # a pretrained checkpoint's own tokenizer travels with it; the shipped tokenizer is
-        # not copied: build_policy then loads the shipped one (a saved copy reloads as a
-        # different tokenizer class in transformers 5 and tokenizes differently)
-        tokenizer.save_pretrained(tmp)
-    (tmp / "sft.json").write_text(json.dumps(summary, indent=1))
+    with umask_modes(tmp):     # the umask's modes, not mkdtemp's 0700 / transformers' 0600
+        model.save_pretrained(tmp)
+        if cfg.model.path:
+            # a pretrained checkpoint's own tokenizer travels with it; the shipped tokenizer
+            # is not copied: build_policy then loads the shipped one (a saved copy reloads
+            # as a different tokenizer class in transformers 5 and tokenizes differently)
+            tokenizer.save_pretrained(tmp)
+        (tmp / "sft.json").write_text(json.dumps(summary, indent=1))
+    os.chmod(tmp, 0o777 & ~current_umask())
     install_dir(tmp, out_dir, "sharpo sft")
     return summary

@@ -83,3 +83,17 @@ def test_checkpoint_weights_get_the_umask_mode(tmp_path):
         save_policy(model, tok, out)
     assert mode(out / "model.safetensors") == 0o640
     assert mode(mine) == 0o600                    # a file it did not write keeps its mode
+
+
+def test_an_sft_output_gets_the_umask_modes(tmp_path):
+    """`sharpo sft --out` left its folder 0700 (mkdtemp) and model.safetensors 0600."""
+    import json as _json
+    from sharpo_train.loops.sft import SFTConfig, run_sft
+    demos = tmp_path / "d.jsonl"
+    demos.write_text(_json.dumps({"messages": [{"role": "user", "content": "go"},
+                                               {"role": "assistant", "content": "ok"}]}) + "\n")
+    with umask(0o027):
+        run_sft(demos, tmp_path / "out", SFTConfig(max_steps=1), log=lambda *a: None)
+    out = tmp_path / "out"
+    assert mode(out) == 0o750
+    assert mode(out / "model.safetensors") == 0o640 and mode(out / "sft.json") == 0o640
