@@ -15,7 +15,7 @@ on, the scaled logits must also stay representable (docs/api.md "Accepted ranges
 scored row's max/T and (max - logit at the label)/T within half the computation dtype's
 range, so every backend returns the same finite log-prob rather than -inf/NaN from an
 overflow; for `linear_logprobs` the logits are bounded without forming them,
-|z| <= ||h|| * max_v ||w_v|| + max |b| (Cauchy-Schwarz).
+|z| <= ||h||_1 * max|W| + max|b| (Hoelder).
 """
 from __future__ import annotations
 
@@ -186,7 +186,7 @@ def check_finite_linear(hidden: torch.Tensor, weight: torch.Tensor, bias: Option
                         labels: torch.Tensor, ignore_index: int, temperature: float = 1.0) -> None:
     """hidden [N, H] (scored rows), weight [V, H] finite; bias [V] free of NaN/+inf (-inf:
     a masked token); the bound on the scaled logits of every scored row within half the
-    computation dtype's range (one norm pass over hidden and weight, no [N, V])."""
+    computation dtype's range (one L1-norm pass over hidden; no [N, V], no copy of W)."""
     scored = labels != ignore_index
     if hidden.numel() and bool(scored.any()):
         bad = ~torch.isfinite(hidden.abs().amax(dim=-1)) & scored          # [N]
@@ -210,16 +210,17 @@ def check_finite_linear(hidden: torch.Tensor, weight: torch.Tensor, bias: Option
         b_abs = float(torch.where(finite, bias.double().abs(), 0.0).max())
     if not (hidden.numel() and bool(scored.any())):
         return
-    # |z| <= ||h|| * max_v ||w_v|| + max|b| (docs/api.md "Accepted ranges"); the spread of a
-    # row's logits is at most twice that; both scaled by 1/T (or not, for T > 1).
-    h_norm = torch.linalg.vector_norm(hidden, dim=-1, dtype=torch.float64)     # [N]
-    w_norm = float(torch.linalg.vector_norm(weight, dim=-1, dtype=torch.float64).max())
-    bound = torch.where(scored, h_norm * w_norm + b_abs, torch.zeros_like(h_norm))
+    # |z| <= ||h||_1 * max|W| + max|b| (Hoelder; docs/api.md "Accepted ranges"): max|W| is
+    # the min/max pass above, so the weight is not read again (no [V, H] fp64 copy); the
+    # spread of a row's logits is at most twice that; both scaled by 1/T (or not, T > 1).
+    w_abs = max(abs(float(lo)), abs(float(hi)))
+    h_l1 = torch.linalg.vector_norm(hidden, ord=1, dim=-1, dtype=torch.float64)  # [N]
+    bound = torch.where(scored, h_l1 * w_abs + b_abs, torch.zeros_like(h_l1))
     need = 2.0 * bound * max(1.0, 1.0 / temperature)
     bad = need > _half_range(hidden.dtype)
     if bool(bad.any()):
         r = int(bad.nonzero()[0, 0])
         raise ValueError(f"hidden: row {r} (label {int(labels[r])}) may give logits that "
                          f"overflow once scaled by 1/temperature={temperature:g}: "
-                         f"||h|| * max ||w_v|| + max |b| = {float(bound[r]):g}; the log-prob "
+                         f"||h||_1 * max|weight| + max|bias| = {float(bound[r]):g}; the log-prob "
                          f"would not be finite (docs/api.md, \"Accepted ranges\")")
