@@ -4,7 +4,8 @@ benchmark scripts"): refuse what it cannot read, in one line, exit status 2, bef
     Parser              argparse.ArgumentParser whose errors are one line ("error: ...")
     positive_int        argparse type: an int >= 1 (a one-line error naming the option)
     InputError          a ValueError: an input that cannot be read; its message names it
-    guarded(main)       runs main(argv); InputError/ValueError/OSError -> one line, exit 2
+    guarded(main)       runs main(argv); input errors (InputError, UsageError, a path that
+                        cannot be opened) -> one line, exit 2; a bug keeps its traceback
     read_json(path)     a regular file (never a FIFO: it would block), UTF-8, JSON,
                         not nested too deeply, at most 256 MiB
     finite_number(x)    a real number that is finite (not bool, not None, not NaN/inf)
@@ -50,11 +51,16 @@ def positive_int(text: str) -> int:
 
 
 def guarded(main: Callable[[Optional[list]], int], argv=None, prog: str = "") -> int:
-    """main(argv), with the errors of unreadable input (ValueError, OSError: a missing file,
-    a FIFO, a folder, bad JSON, a bad value) printed as one line on stderr, exit 2."""
+    """main(argv), with the errors of unreadable input printed as one line on stderr, exit
+    2: InputError, sharpo's UsageError/ConfigError (a bad setting or file), and the OSErrors
+    of opening a path (missing, a folder, no permission). Anything else is a bug of the
+    script and keeps its traceback."""
+    from sharpo_train.errors import UsageError
+
     try:
         return main(argv)
-    except (ValueError, OSError) as exc:
+    except (InputError, UsageError, FileNotFoundError, IsADirectoryError,
+            NotADirectoryError, PermissionError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"error: {prog + ': ' if prog else ''}{msg}", file=sys.stderr)
         return 2

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     try:
         settings = [parse_setting(s) for s in args.settings]
         print(table(profile_runs(args.runs, settings)))
-    except (ValueError, OSError) as exc:
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"error: weight_profile.py: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0
