@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .turn_prompt import TASK_LINE_PREFIX
 
 # env.<key> schema entry: (type,) or (type, lo, hi); hi None = unbounded; type may be
-# Optional[...] (config.coerce reads it). Checked by config.check_env.
+# Optional[...] (settings/loader.py coerce reads it). Checked by loops/train_config.py check_env.
 Schema = Mapping[str, tuple]
 
 
@@ -145,7 +145,7 @@ class EnvSpec:
                                             # (e.g. {"rollout.max_turns": 10}): what a run
                                             # of this env gets unless the user or a settings
                                             # file written for it sets the key
-                                            # (config.env_defaults)
+                                            # (train_config.env_defaults)
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
     command: Optional[str] = None           # "module:attr" -> register(subparsers): the

@@ -32,7 +32,7 @@ from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
 
-# env.<key> -> (type, lo, hi) of each environment here (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi) of each environment here (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
     "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000), "seed": (int, 0, None)}

@@ -269,9 +269,7 @@ class LogConfig:
     credit_every: int = setting(1, "write RUN/credit/step_S.json every N steps (0: never)")
     report_to: str = setting("none", "trackers (TRL's report_to): none, or a comma list of "
                              "tensorboard, wandb, trackio; each must be installed "
-                             "(runs/metrics.py)")
-    tensorboard: bool = setting(True, "TensorBoard events too when tensorboard is importable "
-                                "(best effort; report_to=tensorboard requires it)")
+                             "(runs/metrics.py)", aliases=("tensorboard",))
     progress: bool = setting(True, "a progress line per step on stderr")
     credit_quality: bool = setting(False, "planner labels + credit AUC per step (environments "
                                    "that label actions; costs labeller calls, "
@@ -406,10 +404,6 @@ class Config:
 
 
 # ---------------------------------------------------------------------------- train loading
-
-def validate(cfg: Config) -> Config:
-    return validate_settings(cfg)
-
 
 def config_from_dict(data: dict) -> Config:
     return load_settings(Config, None, copy.deepcopy(data or {}))

@@ -209,8 +209,7 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
         return f"{path}: resolves outside the run directory {run_dir} (refused)"
     state_file = path / STATE_FILE
     if not state_file.is_file():
-        legacy = " (an older sharpo's state.pt is never unpickled)" if (path / "state.pt").exists() else ""
-        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}{legacy}"
+        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}"
     try:
         doc = _read_state(state_file)
     except CheckpointError as exc:

@@ -41,7 +41,7 @@ from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
                     normalize_families, resolve_release_dir, task_from_folder, task_of)
 from .prompts import format_response, parse_action, render_hint, render_turn_prompt
 
-# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi): the settings schema (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
     "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),

@@ -30,7 +30,7 @@ from .prompts import parse_action, render_hint, render_turn_prompt
 
 # reward settings: they change what an episode pays, not which tasks exist
 REWARD_KEYS = ("format_penalty",)
-# env.<key> -> (type, lo, hi) (config.check_env reads it through the EnvSpec, spec.py);
+# env.<key> -> (type, lo, hi) (train_config.check_env reads it through the EnvSpec, spec.py);
 # CorridorSettings.check applies the same ranges and the cross-key ones
 SETTINGS = {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
             "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),

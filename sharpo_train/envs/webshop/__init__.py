@@ -41,7 +41,7 @@ from .goals import SPLITS
 SPLIT_NAMES = tuple(SPLITS) + ("all", "human")
 from .prompts import parse_action, render_hint, render_turn_prompt
 
-# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi): the settings schema (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
     "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
