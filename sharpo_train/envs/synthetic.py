@@ -26,8 +26,7 @@ from typing import Optional, Sequence
 
 import sys
 
-from ..errors import ConfigError
-from .env_config import check_env_config
+from .env_config import check_env_config, opt_int
 from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
@@ -99,11 +98,9 @@ def make_tasks(n: int, seed: int, max_distance: int, prefix: str) -> list[Task]:
 
 
 def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
-    """env_config[key] (``default`` when absent): an int >= lo, else a ValueError naming it."""
-    v = env_config.get(key, default)
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise ConfigError(f"env.{key}: expected an int >= {lo}, got {v!r}")
-    return v
+    """env_config[key] (``default`` when absent or null): an int >= lo (env_config.opt_int)."""
+    v = opt_int(env_config, key, lo)
+    return default if v is None else v
 
 
 def make_suite(env_config: dict) -> EnvSuite:

@@ -34,7 +34,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ...errors import ConfigError, did_you_mean
+from ...errors import ConfigError
 from ..base import EnvSuite, Task
 from ..env_config import check_env_config, opt_int
 from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
@@ -81,13 +81,7 @@ def make_suite(env_config: dict) -> EnvSuite:
     games_dir = cfg.get("games_dir")
     gen = cfg.get("generate")
     if gen:
-        if not isinstance(gen, dict):
-            raise TypeError(f"env.generate: expected a mapping, got {gen!r}")
-        bad = set(gen) - _GENERATE_KEYS
-        if bad:
-            hint = "".join(did_you_mean(k, _GENERATE_KEYS) for k in sorted(bad))
-            raise ConfigError(f"env.generate: unknown key(s) {sorted(bad)}{hint}; known: "
-                              f"{sorted(_GENERATE_KEYS)}")
+        check_env_config(gen, _GENERATE_KEYS, "alfworld", "env.generate")
         if games_dir in (None, ""):
             raise ConfigError("env.generate needs env.games_dir (where to write the games)")
         root = Path(os.path.expandvars(os.path.expanduser(str(games_dir))))
