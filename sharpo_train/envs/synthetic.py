@@ -104,14 +104,11 @@ def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
 
 
 def make_suite(env_config: dict) -> EnvSuite:
-    check_env_config(env_config, _KNOWN, "synthetic")
-    def get_int(key, default, lo):
-        return _env_int(env_config, key, default, lo)
-    max_steps = get_int("max_steps", 6, 1)
-    dist = get_int("max_distance", 2, 1)
-    seed = get_int("seed", 0, 0)
-    train = make_tasks(get_int("num_train", 16, 1), seed, dist, "train")
-    evals = make_tasks(get_int("num_eval", 4, 0), seed + 1, dist, "eval")
+    cfg = check_env_config(env_config, _KNOWN, "synthetic")
+    max_steps, dist = _env_int(cfg, "max_steps", 6, 1), _env_int(cfg, "max_distance", 2, 1)
+    seed = _env_int(cfg, "seed", 0, 0)
+    train = make_tasks(_env_int(cfg, "num_train", 16, 1), seed, dist, "train")
+    evals = make_tasks(_env_int(cfg, "num_eval", 4, 0), seed + 1, dist, "eval")
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(lambda: CounterEnv(max_steps)),
                     ["Up", "Down"])
 
@@ -159,14 +156,10 @@ def make_sign_tasks(n: int, seed: int, num_signs: int, prefix: str) -> list[Task
 
 
 def make_signs_suite(env_config: dict) -> EnvSuite:
-    check_env_config(env_config, _SIGNS_KNOWN, "signs")
-
-    def get_int(key, default, lo):
-        return _env_int(env_config, key, default, lo)
-    k = get_int("num_signs", 3, 1)
-    seed = get_int("seed", 0, 0)
-    train = make_sign_tasks(get_int("num_train", 16, 1), seed, k, "train")
-    evals = make_sign_tasks(get_int("num_eval", 8, 0), seed + 1, k, "eval")
+    cfg = check_env_config(env_config, _SIGNS_KNOWN, "signs")
+    k, seed = _env_int(cfg, "num_signs", 3, 1), _env_int(cfg, "seed", 0, 0)
+    train = make_sign_tasks(_env_int(cfg, "num_train", 16, 1), seed, k, "train")
+    evals = make_sign_tasks(_env_int(cfg, "num_eval", 8, 0), seed + 1, k, "eval")
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(SignsEnv), ["Signs"])
 
 
