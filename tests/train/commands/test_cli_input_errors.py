@@ -1,5 +1,8 @@
-"""Inputs round three (issue 27): clear one-line errors for what users and attackers type
-(cases 4-8, 10, 12-15, 17), each a test that failed before its fix."""
+"""What users and attackers type on the command line gets a clear one-line error (exit 2,
+no traceback, nothing half-written): tracker names, run files that are fifos or links, NUL
+and control characters, undecodable paths, unknown attention implementations, corrupt
+models and adapters, hint templates, foreign folders, impossible corridor splits; each a
+test that failed before its fix."""
 import json
 import os
 from pathlib import Path
