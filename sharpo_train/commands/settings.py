@@ -42,7 +42,7 @@ def env_rows() -> list:
             rng = "" if lo is None and hi is None else \
                 f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
             rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",
-                                   rng, f"{spec.label} (env.name={name}): {key}"))
+                                   rng, f"(env.name={name}) {spec.settings_help.get(key, '')}"))
     return rows
 
 

@@ -116,6 +116,9 @@ class EnvSpec:
     settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
     nested_settings: Mapping[str, Schema] = field(default_factory=dict)
                                             # env.<key>.<sub> of mapping-valued keys
+    settings_help: Mapping[str, str] = field(default_factory=dict)
+                                            # env.<key> -> one line: what it sets and its
+                                            # default (`sharpo settings env.`)
     families: Sequence[str] = ()            # task families, in report table order
     label: str = ""                         # display name in reports ("" -> name)
     family_word: str = "task family"        # what a family is in report text
@@ -158,6 +161,10 @@ class EnvSpec:
             if key not in self.settings:
                 raise ValueError(f"EnvSpec {self.name!r}: reward setting {key!r} is not in "
                                  "its settings")
+        unknown = sorted(set(self.settings_help) - set(self.settings))
+        if unknown:
+            raise ValueError(f"EnvSpec {self.name!r}: settings_help names keys not in its "
+                             f"settings: {unknown}")
         for fn in ("render_turn_prompt", "parse_action", "render_hint"):
             if not callable(getattr(self.prompts, fn, None)):
                 raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")

@@ -38,6 +38,14 @@ SETTINGS: dict[str, tuple] = {
 SIGNS_SETTINGS: dict[str, tuple] = {
     "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
     "num_signs": (int, 1, 100), "seed": (int, 0, None)}
+SETTINGS_HELP = {"num_train": "training tasks (default 16)", "num_eval": "held-out tasks (default 4)",
+                 "max_steps": "step limit per episode (default 6)",
+                 "max_distance": "largest distance to the target (default 2)",
+                 "seed": "seed of the task draw (default 0)"}
+SIGNS_SETTINGS_HELP = {"num_train": "training tasks (default 16)",
+                       "num_eval": "held-out tasks (default 8)",
+                       "num_signs": "signs per task, one turn each (default 3)",
+                       "seed": "seed of the task draw (default 0)"}
 _KNOWN = set(SETTINGS)
 ACTIONS = ["increase", "decrease"]
 
@@ -166,9 +174,11 @@ def make_signs_suite(env_config: dict) -> EnvSuite:
 # this module is both environments' prompts (render_turn_prompt above; parse_action and
 # render_hint shared)
 ENV_SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
-               settings=SETTINGS, families=("Up", "Down"), label="Counter (synthetic)")
+                   settings=SETTINGS, settings_help=SETTINGS_HELP, families=("Up", "Down"),
+                   label="Counter (synthetic)")
 SIGNS_SPEC = EnvSpec(name="signs", make_suite=make_signs_suite, prompts=sys.modules[__name__],
-                     settings=SIGNS_SETTINGS, families=("Signs",), label="Signs (synthetic)")
+                     settings=SIGNS_SETTINGS, settings_help=SIGNS_SETTINGS_HELP,
+                     families=("Signs",), label="Signs (synthetic)")
 
 __all__ = ["CounterEnv", "SignsEnv", "make_suite", "make_signs_suite", "make_tasks",
            "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "ENV_SPEC",

@@ -52,6 +52,22 @@ SETTINGS: dict[str, tuple] = {
 GENERATE_SETTINGS: dict[str, tuple] = {
     "n_train": (int, 0, 100000), "n_eval": (int, 0, 100000), "seed": (int, 0, None),
     "size": (str,), "grammar": (Any,), "families": (list,), "workers": (int, 0, 1024)}
+SETTINGS_HELP = {
+    "games_dir": "folder holding json_2.1.1/ (or that folder itself); default $ALFWORLD_DATA",
+    "train_split": "training split (default train)",
+    "eval_split": "held-out split (default valid_seen; empty or null: none)",
+    "num_train_games": "first N training games in path order (0 or null: all)",
+    "num_eval_games": "first N held-out games in path order (0 or null: all)",
+    "task_families": "task families kept, e.g. [Pick, Heat] (default all six)",
+    "max_steps": "environment step limit per episode (default 50)",
+    "workers": "worker processes when the trainer asks for the default (default 2)",
+    "expert_type": "null, planner or handcoded: adds the expert's action to each step (slow)",
+    "seed": "seed of the handcoded expert's random choices",
+    "generate": "{n_train, n_eval, seed, size, ...}: generate games into games_dir first "
+                "when it holds none (generator.py)",
+    "start_method": "multiprocessing start method of the worker pool",
+    "timeout_s": "seconds a worker may take for one step before it is replaced",
+}
 _KNOWN_KEYS = set(SETTINGS)
 _GENERATE_KEYS = set(GENERATE_SETTINGS)
 
