@@ -23,8 +23,10 @@ from ._run_dir_arg import add_run_dir
 
 
 def register(subparsers) -> None:
+    from .settings import SettingsHelp
     p = subparsers.add_parser("compare", help="GRPO vs SHARPO from one warm start, over seeds",
-                              description=__doc__)
+                              description=__doc__, add_help=False)
+    p.add_argument("-h", "--help", action=SettingsHelp, command="compare")
     add_run_dir(p, "--out", help="the comparison's directory (default runs/compare-<time>)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated RL seeds (default 0,1,2)")
     p.add_argument("--methods", default="grpo,sharpo:0.2,sharpo:0.05",

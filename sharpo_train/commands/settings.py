@@ -10,6 +10,7 @@ PREFIX keeps the keys that start with it (``sharpo settings estimator.``). `shar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 COMMANDS = ("train", "sft", "demo", "compare")
@@ -61,7 +62,11 @@ def setting_rows(command: str = "train") -> list:
     from ..envs.registry import recipe_envs
     from ..recipes.recipe_config import CompareConfig, DemoConfig, settings_class
     base = CompareConfig if command == "compare" else DemoConfig
-    rows = rows_of(base(), "demo.")
+    own = {f.name for f in dataclasses.fields(CompareConfig)} - \
+        {f.name for f in dataclasses.fields(DemoConfig)}
+    # CompareConfig's own fields are given as options (--seeds, --methods), not demo.<key>
+    rows = [r._replace(key=f"--{r.key[5:]}") if r.key[5:] in own else r
+            for r in rows_of(base(), "demo.")]
     seen = {r.key for r in rows}
     for env in recipe_envs():          # each environment's own demo.<key> settings
         for r in rows_of(settings_class(env, base)(), "demo."):
@@ -99,6 +104,9 @@ class SettingsHelp(argparse.Action):
         parser.print_help()
         print(f"\nsettings (key=value; `sharpo settings --command {self.command} [PREFIX]`):")
         print(rows_text(setting_rows(self.command)))
+        if self.command in ("demo", "compare"):
+            print("  sft.<key>: `sharpo settings --command sft`; trainer keys: `sharpo "
+                  "settings`")
         parser.exit()
 
 
