@@ -135,3 +135,11 @@ def write_docs(path) -> None:
             a, b = text.index(begin), text.index(end) + len(end)
             text = text[:a] + docs_block(command) + text[b:]
     p.write_text(text, encoding="utf-8")
+
+
+def add_settings_parser(subparsers, command: str, help: str, description: str):
+    """The parser of a command that takes ``key=value`` settings: its ``-h/--help`` ends
+    with every setting of ``command`` (``SettingsHelp``)."""
+    p = subparsers.add_parser(command, help=help, description=description, add_help=False)
+    p.add_argument("-h", "--help", action=SettingsHelp, command=command)
+    return p
