@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     out = check_output_folder(a.out, "--out", OUT_MARKER)
     cfg = load_config(a.config, list(a.overrides) + [
         f"run_dir={out / 'trainer'}", "total_steps=0", "log.progress=false",
-        "log.tensorboard=false", "eval.at_end=false", "eval.every=0", "method=sharpo",
+        "eval.at_end=false", "eval.every=0", "method=sharpo",
         "log.save_batches=1"])                  # scoring then keeps entropies (EMPG)
     claim_output_folder(out, OUT_MARKER, "benchmarks/credit_quality.py")
     trainer = Trainer(cfg)
