@@ -299,24 +299,23 @@ def in_range(obj: Any, name: str, lo=None, hi=None, *, lo_open: bool = False,
 
 def check_text(key: str, value: Any) -> None:
     """ConfigError naming ``key`` when a string in ``value`` (nested dicts and lists too)
-    holds a NUL character (no file name or text setting can) or is not valid UTF-8 (an
-    undecodable byte of a path given on the command line: sharpo writes settings into its
-    UTF-8 files)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ConfigError(f"{key}: contains a NUL character ({value[:60]!r})")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"{key}: not valid UTF-8 ({value[:60]!r}); sharpo writes "
-                              f"settings into UTF-8 files: choose a name in UTF-8") from None
+    holds a NUL or another control character, or is not valid UTF-8; a path setting
+    (``PATH_FIELDS``, an ``env.*_dir``) also when it is empty, holds any control character
+    or a name too long for a file system. The one validator: sharpo_train/inputs.py."""
+    from ..inputs import check_path, check_text as _check
+    _check(key, value)
+    last = key.rsplit(".", 1)[-1]
+    if last in PATH_FIELDS and isinstance(value, str):
+        check_path(key, value)
     elif isinstance(value, dict):
         for k, v in value.items():
-            check_text(f"{key}.{k}", k)
-            check_text(f"{key}.{k}", v)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            check_text(f"{key}[{i}]", v)
+            if isinstance(k, str) and k.endswith(("_dir", "_path", "_file")) \
+                    and isinstance(v, str) and v:
+                check_path(f"{key}.{k}", v)
+
+
+# settings that name a file or folder (a run's own, a model's): check_path's rules too
+PATH_FIELDS = ("run_dir", "init_from", "path", "tokenizer_path")
 
 
 def validate_settings(obj: Any, prefix: str = "") -> Any:
