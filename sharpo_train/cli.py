@@ -60,13 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_args(args) -> None:
     """Every string argument through the one validator (inputs.py), before the command
-    runs: a path argument (``PATH_ARGS``) by ``check_path``, any other string (an override
-    ``key=value``, a method list) by ``check_text``. ConfigError naming the option."""
+    runs: a path argument (``PATH_ARGS``) by ``check_path``, any other string (a method
+    list) by ``check_text``; ``key=value`` overrides by the settings loader, which names
+    their key (settings/loader.py check_text, the same validator). ConfigError naming the
+    option."""
     for dest, value in sorted(vars(args).items()):
-        if dest in ("func", "command") or value is None:
+        if dest in ("func", "command", "overrides") or value is None:
             continue
-        key = "--" + dest.replace("_", "-") if dest not in ("run", "overrides") else \
-            ("RUN_DIR" if dest == "run" else "key=value")
+        key = {"run": "RUN_DIR", "run_dir": "run_dir"}.get(dest, "--" + dest.replace("_", "-"))
         if dest in PATH_ARGS and isinstance(value, str):
             check_path(key, value)
         elif isinstance(value, (str, list, tuple)):

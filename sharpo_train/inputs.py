@@ -46,7 +46,7 @@ def _bad_char(value: str, allowed: str) -> str | None:
 
 def shown(value: str, limit: int = 60) -> str:
     """``value`` safe to print on one line: escapes instead of control characters."""
-    text = value if len(value) <= limit else value[:limit] + "..."
+    text = value if len(value) <= limit else "..." + value[-limit:]
     return ascii(text) if _bad_char(text, "") or not text.isprintable() else repr(text)
 
 

@@ -92,6 +92,11 @@ def split_method(item: str) -> tuple[str, list[str]]:
     ConfigError naming the item otherwise."""
     base, *extras = item.strip().split("@")
     rewards = _reward_keys()
+    keys = [x.partition("=")[0].strip() for x in extras]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ConfigError(f"methods: {item!r} sets {', '.join(twice)} twice; give each "
+                          f"setting of an arm once")
     for x in extras:
         key = x.partition("=")[0].strip()
         if "=" not in x or not (key.startswith(METHOD_EXTRA_PREFIXES) or key in rewards):

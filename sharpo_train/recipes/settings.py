@@ -123,11 +123,28 @@ def parse_seeds(text: str) -> list[int]:
 def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods)."""
     s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
-    out = []
+    out, seen = [], {}
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value, split_method(item)[1]))
+        run = method_run(name, value, split_method(item)[1])
+        if run[1] in seen:      # two arms that are one run (grpo,grpo): never collapsed
+            raise ConfigError(f"--methods: {item!r} is the same arm as {seen[run[1]]!r} "
+                              f"(run folder {run[1]}); give each method once")
+        seen[run[1]] = item
+        out.append(run)
     return out
+
+
+SLUG_MAX = 96       # run folder names stay far below a file system's 255 bytes
+
+
+def _short_slug(slug: str) -> str:
+    """``slug`` itself, or its first characters and a hash of the whole when it is longer
+    than SLUG_MAX (an arm with many ``@key=value`` settings)."""
+    if len(slug.encode("utf-8")) <= SLUG_MAX:
+        return slug
+    import hashlib
+    return slug[:SLUG_MAX - 13] + "-" + hashlib.sha1(slug.encode("utf-8")).hexdigest()[:12]
 
 
 def method_run(name: str, value: float | None, extras: list[str] = ()
@@ -156,7 +173,7 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
         label = label + "".join(f", {x}" for x in shown) + ")"
     elif shown:
         label = f"{label} ({', '.join(shown)})"
-    return label, slug, over + list(extras)
+    return label, _short_slug(slug), over + list(extras)
 
 
 @dataclass

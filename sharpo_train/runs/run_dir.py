@@ -26,7 +26,7 @@ from ..settings.loader import ConfigError, load_settings
 from ..errors import UsageError
 from ..io import atomic_write_text
 from .run_files import check_entry
-from .run_lock import LOCK_NAME
+from .run_lock import LOCK_NAME, busy_error
 
 RUN_MARKER = ".sharpo-run"   # RUN/.sharpo-run: {"format": "sharpo-run/1", "command": ...}
 RUN_FORMAT = "sharpo-run/1"
@@ -93,7 +93,8 @@ def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -
     """UsageError (naming ``key``) if ``path`` is a system folder, a file, or a non-empty
     folder that ``is_ours`` does not accept (``what``: the kind of folder, ``marker``: the
     file that marks it). Creates nothing."""
-    p = Path(path)
+    from ..inputs import check_path
+    p = Path(check_path(key, path))      # control characters, not UTF-8, too long: refused
     why = system_folder(p)
     if why:
         raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
@@ -102,6 +103,8 @@ def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -
     if p.is_dir() and marker == RUN_MARKER:   # a fifo or folder where a run file belongs
         check_entry(p / RUN_MARKER)
     if p.is_dir() and _non_empty(p) and not is_ours(p):
+        if marker == RUN_MARKER:     # a run starting right now (its marker not written yet)
+            busy_error(p, key)
         why = (f"its {marker} is not a sharpo marker" if (p / marker).exists()
                else f"no {marker}")
         raise UsageError(f"{key}: {p} is a non-empty folder that is not {what} ({why}); "

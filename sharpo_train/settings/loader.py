@@ -351,7 +351,11 @@ def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     """The mappings of a YAML settings file and its ``base:`` ancestors, oldest first."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"{path}: no such config file")
+        from ..inputs import check_input_file
+        try:       # a folder, fifo or device is said as such, never "no such file"
+            check_input_file(str(path), str(path))
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such config file") from None
     data = load_yaml_file(path)     # size, depth and alias expansion bounded
     data = {} if data is None else data
     if not isinstance(data, dict):
