@@ -381,7 +381,11 @@ def load_settings(cls, path: str | Path | None = None, overrides=(), *,
     source = path if path is not None else default_path
     if source is not None:
         if not Path(source).is_file():
-            raise UsageError(f"--config: no such file {str(source)!r}")
+            from ..inputs import check_input_file
+            try:       # a folder, fifo or device is said as such
+                check_input_file("--config", str(source))
+            except FileNotFoundError:
+                raise UsageError(f"--config: no such file {str(source)!r}") from None
         for layer in read_yaml_layers(source):
             apply_overrides(obj, layer)
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
