@@ -9,9 +9,10 @@ of every command").
   terminal the message is printed on), valid UTF-8 (an undecodable byte of a command line
   arrives as a lone surrogate; sharpo writes its settings into UTF-8 files);
 - ``check_path(key, value)``: a path: a non-empty string as above without tab, newline or
-  carriage return either, each name at most 255 bytes and the whole at most 4095 (the
-  limits of Linux file systems, so a too-long name is refused here, not an OSError
-  later);
+  carriage return either, not starting with ``~`` (the shell expands it, sharpo does not:
+  ``run_dir=~/x`` would make a folder named ``~``), each name at most 255 bytes and the
+  whole at most 4095 (the limits of Linux file systems, so a too-long name is refused
+  here, not an OSError later);
 - ``check_input_file(key, value)``: a file to read (``--config``, ``--demos``): a path that
   exists and is a regular file (a folder, fifo, device or socket is named as such, never
   "no such file"; nothing is opened, so a fifo cannot block).
@@ -84,6 +85,10 @@ def check_path(key: str, value: Any) -> str:
     if not value.strip():
         raise ConfigError(f"{key}: empty path; name a file or folder")
     check_text(key, value, allowed="")
+    if value.split("/", 1)[0].startswith("~"):
+        raise ConfigError(f"{key}: {shown(value)} starts with '~', which sharpo does not "
+                          f"expand (it would make a folder named '~'); write the full path, "
+                          f"e.g. $HOME/...")
     data = value.encode("utf-8")
     if len(data) > PATH_MAX:
         raise ConfigError(f"{key}: path of {len(data)} bytes; the limit is {PATH_MAX}")

@@ -114,14 +114,25 @@ def demo_env(items: list[str]) -> str:
     return validate_settings(s, prefix="demo.").env
 
 
+def _no_empty_item(option: str, text: str) -> None:
+    """ConfigError naming ``option`` when the comma list ``text`` has an empty item
+    (``0,,1``, ``grpo,``): a typo, never silently dropped."""
+    items = [x.strip() for x in str(text).split(",")]
+    if len(items) > 1 and "" in items:
+        raise ConfigError(f"{option}: an empty item in {str(text)!r}; separate the items by "
+                          f"single commas")
+
+
 def parse_seeds(text: str) -> list[int]:
     """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0)."""
+    _no_empty_item("--seeds", text)
     s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix="--")
     return validate_settings(s, prefix="--").seeds
 
 
 def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
     """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods)."""
+    _no_empty_item("--methods", text)
     s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
     out, seen = [], {}
     for item in validate_settings(s, prefix="--").methods:

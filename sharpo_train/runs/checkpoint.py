@@ -328,6 +328,10 @@ def load_state(path: str | Path) -> dict:
                               else None, set(tensors)))
     if problem:
         raise CheckpointError(problem)
+    for key, t in tensors.items():       # non-finite statistics: an error, never a state
+        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{opt_file}: tensor {key} holds non-finite values (NaN "
+                                  f"or inf); the optimizer state is unusable")
     try:
         opt = doc["optimizer"]
         state = {int(pid): {name: tensors[v["tensor"]] if isinstance(v, dict) else v

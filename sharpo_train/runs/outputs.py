@@ -234,6 +234,14 @@ def check_out_folder(path: str | Path, key: str, force: bool, is_ours, what: str
                            "refusing {path} as an output folder")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
+    home = sharpo_folder(p / "_")        # a run (or a pipeline) is never another output
+    if home is not None and not (home / SFT_MARKER).is_file():
+        pipeline = (home / PIPELINE_MARKER).is_file()
+        if not pipeline or home == Path(os.path.realpath(p)):
+            where = "is" if home == Path(os.path.realpath(p)) else f"lies inside"
+            raise UsageError(f"{key}: {p} {where} the sharpo "
+                             f"{'demo/compare folder' if pipeline else 'run'} {home}; an "
+                             f"output folder is never a run's (choose a folder outside it)")
     for parent in p.absolute().parents:
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{key}: {parent} is a file, not a folder")

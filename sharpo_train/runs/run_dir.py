@@ -100,6 +100,14 @@ def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -
         raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
+    if marker == RUN_MARKER:        # never inside another run's (or an sft output's) folders
+        real = Path(os.path.realpath(p))
+        for up in real.parents:
+            if is_sharpo_run(up) or (up / ".sharpo-sft").is_file():
+                raise UsageError(f"{key}: {p} lies inside the sharpo "
+                                 f"{'run' if is_sharpo_run(up) else 'sft output'} {up}; a run "
+                                 f"directory is never inside another's (choose a folder "
+                                 f"outside it)")
     if p.is_dir() and marker == RUN_MARKER:   # a fifo or folder where a run file belongs
         check_entry(p / RUN_MARKER)
     if p.is_dir() and _non_empty(p) and not is_ours(p):
