@@ -113,3 +113,29 @@ def test_the_validator_itself():
             check_text("k", bad)
     with pytest.raises(FileNotFoundError, match="k: no such file"):
         check_input_file("k", "/nonexistent/file.yaml")
+
+
+def test_a_leading_tilde_is_refused_not_made_into_a_folder(tmp_path, capsys, monkeypatch):
+    """Probe round: run_dir=~/x (quoted, so the shell did not expand it) was checked as the
+    home directory's x but created ./~/x."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["train", "--config", SMOKE, "run_dir=~/sharpo-x", *FAST],
+                 ["train", "--config", SMOKE, "--run-dir", "~", *FAST],
+                 ["eval", "--model", str(tmp_path), "--out", "~/r.json"]):
+        one_line_error(capsys, argv, "starts with '~'")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_where_a_model_folder_is_needed_is_said_so(tmp_path, capsys):
+    f = tmp_path / "tok"
+    f.write_text("x")
+    err = one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'r'}",
+                                  f"model.tokenizer_path={f}", *FAST],
+                         "model.tokenizer_path", "is not a directory")
+    assert "no such" not in err
+
+
+@pytest.mark.parametrize("option, value", [("--seeds", "0,,1"), ("--seeds", "0,1,"),
+                                           ("--methods", "grpo,"), ("--methods", "grpo,,sharpo")])
+def test_an_empty_item_in_a_comma_list_is_refused(capsys, option, value):
+    one_line_error(capsys, ["compare", option, value, "--print-config"], option, "empty item")

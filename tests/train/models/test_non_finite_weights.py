@@ -146,3 +146,20 @@ def test_the_finite_check_names_the_shard(tmp_path):
         check_finite({"t": torch.tensor([1.0, float("nan")]), "i": torch.tensor([1])}, "k",
                      lambda name: "f")
     check_finite({"t": torch.zeros(3)}, "k", lambda name: "f")
+
+
+def test_a_non_finite_optimizer_state_is_an_unusable_checkpoint(done_run, tmp_path, capsys):
+    """Probe round: a NaN exp_avg resumed, diverged at the next step and said "lower
+    optim.lr"; the checkpoint itself is what is wrong."""
+    from safetensors.torch import load_file, save_file
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    ckpt = run / "checkpoints" / "step_000001"
+    tensors = load_file(str(ckpt / "optimizer.safetensors"))
+    key = sorted(k for k in tensors if k.endswith("exp_avg"))[0]
+    tensors[key] = torch.full_like(tensors[key], float("nan"))
+    save_file(tensors, str(ckpt / "optimizer.safetensors"))
+    resize(ckpt)
+    err = one_line_error(capsys, ["train", "--resume", f"run_dir={run}", "total_steps=2"],
+                         "optimizer.safetensors", key, "non-finite")
+    assert "lower optim.lr" not in err
