@@ -139,3 +139,16 @@ def test_a_file_where_a_model_folder_is_needed_is_said_so(tmp_path, capsys):
                                            ("--methods", "grpo,"), ("--methods", "grpo,,sharpo")])
 def test_an_empty_item_in_a_comma_list_is_refused(capsys, option, value):
     one_line_error(capsys, ["compare", option, value, "--print-config"], option, "empty item")
+
+
+def test_an_edited_run_config_is_named_on_resume(tmp_path, capsys):
+    """Probe round: a control character written into RUN/config.yaml named the key only."""
+    from sharpo_train.settings.config import load_config, save_config
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(load_config(SMOKE, [f"run_dir={run}"]), run / "config.yaml")
+    (run / ".sharpo-run").write_text('{"format": "sharpo-run/1", "command": "sharpo train"}\n')
+    text = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(text.replace("method: sharpo", 'method: "sharpo\\x01"'))
+    one_line_error(capsys, ["train", "--resume", f"run_dir={run}"], "config.yaml",
+                   "control character")
