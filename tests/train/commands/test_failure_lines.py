@@ -134,3 +134,5 @@ def test_sigterm_and_a_file_size_limit_in_a_real_process(tmp_path):
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err and lines[-1].startswith("sharpo train: error: disk full")
     assert str(small) in lines[-1] and not list((small / "checkpoints").glob("step_*"))
+    assert not list((small / "checkpoints").glob(".tmp_step_*"))     # the half checkpoint went
+    assert main(["train", "--resume", f"run_dir={small}", "total_steps=1"]) == 0
