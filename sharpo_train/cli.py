@@ -29,7 +29,7 @@ from .inputs import check_path, check_text
 
 # module names under sharpo_train.commands, in the order `sharpo --help` lists them; the
 # environments' own commands (EnvSpec.command, e.g. `sharpo alfworld ...`) follow ENV_AFTER
-COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher"]
+COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher", "settings"]
 ENV_AFTER = "sft"
 
 # arguments (argparse dests) that name a file or folder: inputs.check_path's rules

@@ -42,10 +42,10 @@ def run(args) -> int:
     if run_dir is None:
         raise UsageError("--run-dir: the run directory is required (sharpo explain --run-dir "
                          "RUN, or sharpo explain RUN)")
-    if args.out:         # output files outside the run: runs/outputs.py's rule
+    if args.out:         # output files outside the run: outputs.py's rule
         from pathlib import Path
         from sharpo_train.inputs import check_path
-        from sharpo_train.runs.outputs import (CREDIT_PAGE, CREDIT_PLOT, CREDIT_QUALITY,
+        from sharpo_train.outputs import (CREDIT_PAGE, CREDIT_PLOT, CREDIT_QUALITY,
                                                check_out_file)
         if Path(check_path("--out", args.out)).is_dir() or args.out.endswith("/"):
             raise UsageError(f"--out: {args.out} is a folder; --out is a file stem (e.g. "

@@ -143,7 +143,7 @@ def test_an_empty_item_in_a_comma_list_is_refused(capsys, option, value):
 
 def test_an_edited_run_config_is_named_on_resume(tmp_path, capsys):
     """Probe round: a control character written into RUN/config.yaml named the key only."""
-    from sharpo_train.settings.config import load_config, save_config
+    from sharpo_train.loops.train_config import load_config, save_config
     run = tmp_path / "run"
     run.mkdir()
     save_config(load_config(SMOKE, [f"run_dir={run}"]), run / "config.yaml")

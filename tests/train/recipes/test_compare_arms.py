@@ -9,7 +9,7 @@ import pytest
 
 import sharpo_train.recipes.phases as phases
 from sharpo_train.errors import ConfigError
-from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.recipes.recipe_config import parse_methods
 
 from train.commands.test_cli_errors import one_line_error
 

@@ -46,7 +46,7 @@ def test_an_sft_output_in_or_inside_a_run_is_refused_even_with_force(done_run, t
 
 
 def test_a_pipeline_still_holds_its_own_sft_output_and_runs(tmp_path):
-    from sharpo_train.runs.outputs import check_out_dir
+    from sharpo_train.outputs import check_out_dir
     from sharpo_train.runs.run_dir import check_run_dir
     (tmp_path / "pipeline.json").write_text("{}")
     check_out_dir(tmp_path / "sft", "--out")

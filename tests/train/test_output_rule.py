@@ -13,7 +13,7 @@ from sharpo_train.errors import UsageError
 from train.commands.test_cli_errors import one_line_error
 from train.runs.decoy_support import snapshot
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
 FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=2", "eval.at_end=false",
@@ -70,7 +70,7 @@ def test_sft_force_with_a_folder_where_a_weight_file_goes_is_refused_before_trai
 
 
 def test_install_refuses_a_clash_that_appeared_during_training_and_cleans_up(tmp_path):
-    from sharpo_train.runs.outputs import install_dir, new_build_dir
+    from sharpo_train.outputs import install_dir, new_build_dir
     out = tmp_path / "o"
     out.mkdir()
     build = new_build_dir(out)
