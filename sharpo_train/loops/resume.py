@@ -58,7 +58,7 @@ def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | N
         if saved_path.exists() or saved_path.is_symlink():
             raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
                              f"folder or link); sharpo reads only regular files in a run")
-        from .run_lock import busy_error
+        from ..runs.run_lock import busy_error
         busy_error(run_dir)          # a run starting there now: "in use by pid N"
         raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
     try:
