@@ -168,9 +168,9 @@ def check_out_file(path: str | Path, key: str, force: bool = False,
         raise UsageError(f"{key}: refusing to write {str(p)!r}: a file directly in / (the "
                          f"root folder); name a file inside a folder of yours")
     if p.exists() and not p.is_file():
-        what = "a folder" if p.is_dir() else "not a regular file"
-        raise UsageError(f"{key}: {p} exists and is {what}, not a regular file"
-                         + ("; name a file" if p.is_dir() else ""))
+        from .inputs import file_kind
+        raise UsageError(f"{key}: {p} exists and is {file_kind(os.stat(p).st_mode)}, not a "
+                         f"regular file" + ("; name a file" if p.is_dir() else ""))
     if p.parent.exists() and not p.parent.is_dir():
         raise UsageError(f"{key}: {p.parent} is not a directory")
     home = sharpo_folder(p)
