@@ -145,3 +145,11 @@ def test_play_and_demos_force_never_replace_a_foreign_file(tmp_path, capsys):
     one_line_error(capsys, ["webshop", "play", "--agent", "expert", "--json", str(mine),
                             "--force"], "--json", "not a sharpo play result")
     assert mine.read_text() == "notes\n"
+
+
+def test_a_fifo_as_an_output_is_named_as_such(tmp_path, capsys, done_run):
+    """Probe round: the message said "not a regular file, not a regular file"."""
+    os.mkfifo(tmp_path / "p.json")
+    err = one_line_error(capsys, ["eval", "--run-dir", str(done_run), "--out",
+                                  str(tmp_path / "p.json"), "--force"], "a fifo (named pipe)")
+    assert err.count("not a regular file") == 1
