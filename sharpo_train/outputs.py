@@ -14,7 +14,8 @@ this is checked before any work, ``--force`` included.
   (``RUN/eval-*.json``); written to a temporary file beside it and renamed over it, so a
   reader never sees half a file and a link is never followed;
 - an output *folder* (``sharpo sft --out``): refused when it is a system folder, the home
-  directory, a symbolic link or a file; a non-empty folder must be this command's own
+  directory, a symbolic link or a file, a sharpo run, a demo/compare folder itself, or
+  inside a run (a pipeline's own ``sft/`` is its output); a non-empty folder must be this command's own
   output (its marker, ``.sharpo-sft``, holding the format and the command) unless
   ``--force`` names it, and even with ``--force`` a file of the folder whose name the
   output uses (``config.json``, ``model.safetensors``, ...) is refused unless an earlier
