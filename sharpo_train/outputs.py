@@ -243,18 +243,6 @@ def _marker(path: Path) -> dict | None:
     return data
 
 
-def _legacy_sft(path: Path) -> bool:
-    """An sft output of an earlier version (no marker): its sft.json summary."""
-    f = path / "sft.json"
-    if not f.is_file() or f.is_symlink() or f.stat().st_size > 64 << 20:
-        return False
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return False
-    return isinstance(data, dict) and {"demos", "steps", "loss_history", "config"} <= set(data)
-
-
 def check_out_folder(path: str | Path, key: str, force: bool, is_ours, what: str) -> Path:
     """UsageError (naming ``key``) unless ``path`` may be an output folder: not a system
     folder, the home directory, a symbolic link, a file, or below a file; new, empty,
@@ -294,12 +282,12 @@ SFT_NAMES = ("config.json", "generation_config.json", "model.safetensors",
 
 def _sft_owned(out: Path) -> Callable[[str], bool]:
     """name -> True when an earlier `sharpo sft` output in ``out`` wrote it (its marker
-    lists it; an output of an earlier version, without marker: every SFT_NAMES file)."""
+    lists it)."""
     old = _marker(out)
-    if old is not None:
-        listed = {n for n in old.get("files", []) if isinstance(n, str)} | {SFT_MARKER}
-        return listed.__contains__
-    return (lambda name: True) if _legacy_sft(out) else (lambda name: False)
+    if old is None:
+        return lambda name: False
+    listed = {n for n in old.get("files", []) if isinstance(n, str)} | {SFT_MARKER}
+    return listed.__contains__
 
 
 def _refuse_replacing(out: Path, names, key: str) -> None:
@@ -327,7 +315,7 @@ def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
     folder with ``force``; in every case no file the output would replace (``SFT_NAMES``)
     may be one that sharpo did not make. Creates nothing."""
     p = check_out_folder(path, key, force,
-                         lambda p: _marker(p) is not None or _legacy_sft(p),
+                         lambda p: _marker(p) is not None,
                          f"a sharpo sft output (no valid {SFT_MARKER})")
     if p.is_dir():
         with os.scandir(p) as it:
