@@ -15,7 +15,7 @@ from sharpo_train.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["log.progress=false", "log.tensorboard=false", "method=grpo",
+FAST = ["log.progress=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=3", "eval.at_end=false",
         "checkpoint.every=1", "log.credit_every=1"]
 

@@ -16,7 +16,7 @@ from train.commands.test_cli_errors import one_line_error as _one_line_error
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "method=grpo",
+FAST = ["total_steps=1", "log.progress=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=2", "eval.at_end=false",
         "checkpoint.every=1"]
 

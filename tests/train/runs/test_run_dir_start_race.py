@@ -12,7 +12,7 @@ from train.commands.test_cli_errors import one_line_error
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "method=grpo"]
+FAST = ["total_steps=1", "log.progress=false", "method=grpo"]
 
 
 @pytest.mark.parametrize("moment", ["lock only", "marker being written", "config written"])
