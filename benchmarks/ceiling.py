@@ -170,9 +170,7 @@ def measure(out: Path, methods: str, seeds: list[int], reference: str, oracle: s
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds: a seed is given twice: {seeds}")
     runs = parse_methods(methods)
-    items = [item.strip() for item in methods.split(",")]
-    if len(set(items)) != len(items):
-        raise ValueError(f"--methods: a method is given twice: {methods!r}")
+    items = [item.strip() for item in methods.split(",")]     # parse_methods refuses repeats
     slug_of = {item: slug for item, (_l, slug, _o) in zip(items, runs)}
     label_of = {item: label for item, (label, _s, _o) in zip(items, runs)}
     for need in (reference, oracle):
