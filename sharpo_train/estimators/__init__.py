@@ -46,7 +46,7 @@ from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..step.batch import StepBatch
 from ..settings.loader import in_range, need
-from ..step.credit import group_advantages, sharpo_step_stats
+from ..step.credit import group_advantages, lam_zero_stats, sharpo_step_stats
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
                        register_estimator)
@@ -220,8 +220,8 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
         first = seg
         seg = weigh(silence_raising_segments(teacher, student, batch.segment_ids, base,
                                              first.gap))._replace(gap=first.gap)
-    stats = sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
-                              traj_index=batch.traj_index)
+    stats = lam_zero_stats() if cfg.lam == 0 else sharpo_step_stats(  # lam = 0: no teacher scored
+        seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau, traj_index=batch.traj_index)
     return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
 
 
