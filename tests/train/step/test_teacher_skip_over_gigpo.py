@@ -9,7 +9,8 @@ import torch
 
 from sharpo_train.envs import env_prompts, get_spec
 from sharpo_train.envs.base import Task
-from sharpo_train.estimators import ESTIMATORS, base_row_advantages
+from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.estimators.sharpo import base_row_advantages
 from sharpo_train.loops.trainer import Trainer
 from sharpo_train.models.tokenizer import build_tokenizer
 from sharpo_train.step.batch import StepBatch
