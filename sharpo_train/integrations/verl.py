@@ -9,7 +9,8 @@ the episode; every row of an episode carries the episode's reward on its last va
   verl-agent's ``compute_grpo_outcome_advantage``, whichever signature) of the episode,
   each episode counted once in its group; ``traj_uid`` becomes the kernel's
   ``traj_index`` (docs/training.md), so mbar is taken over the whole episode.
-- ``sharpo_settings``: ``algorithm.sharpo.*`` checked (unknown keys and bad values refused).
+- ``sharpo_settings`` / ``check_config`` (engine_settings.py, verl-free): ``algorithm.sharpo.*`` checked
+  (unknown keys, look-alike sections and bad values refused), at ``SharpoTrainerMixin.__init__``.
 - ``"sharpo"`` is registered with ``@register_adv_est`` so ``algorithm.adv_estimator=sharpo``
   validates; the registered function cannot see teacher log-probs (verl passes an estimator
   only rewards, mask, uid and config) and says so: the trainer mixin routes the name.
