@@ -15,7 +15,10 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
    last user message; plain-text prompts, with or without a chat template: the hint before
    the prompt text; at most ``max_hint_tokens``, cut with " ..."; the prompt is never
    cut); only completions with a teacher are scored, and nothing is scored at ``lam=0``
-   (the advantage is then A_i on every token);
+   (the advantage is then A_i on every token). The student log-probs are TRL's own: its
+   old-log-prob pass when it runs one, else (its on-policy default) the log-probs of its
+   loss pass, read in ``_compute_loss`` before the loss reads the advantages (the
+   micro-batch's [b, T] advantages are made there); so SHARPO adds the teacher pass only;
 4. segments (``segmenter="tags"``): the <think>/<action> spans of each model turn (a turn =
    a run of completion tokens with ``tool_mask`` 1); a completion with no tag anywhere is
    one segment; ``segmenter="completion"``: always one segment;
