@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS
+from sharpo_train.checks import check_int, is_int
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import check_sharpo_settings
@@ -94,10 +95,10 @@ def sharpo_settings(algorithm, max_prompt_length: int, extra: Optional[dict] = N
     for key in (*COEFFICIENT_NAMES, "success_threshold"):
         cfg[key] = float(cfg[key])
     v = cfg["max_teacher_prompt_length"]
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-        raise ValueError(f"algorithm.sharpo.max_teacher_prompt_length: expected a positive integer, got {v!r}")
+    if v is not None:
+        check_int(v, "algorithm.sharpo.max_teacher_prompt_length", 1)
     if cfg["max_teacher_prompt_length"] is None:
-        if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int):
+        if not is_int(max_prompt_length):
             raise ValueError(f"data.max_prompt_length: expected an int (the teacher prompt's default length "
                              f"builds on it), got {max_prompt_length!r}; or set "
                              "algorithm.sharpo.max_teacher_prompt_length")
@@ -112,9 +113,7 @@ def agent_settings(config) -> dict[str, Any]:
                           _get(config, "data.max_prompt_length", None), extra=AGENT_KEYS)
     if cfg["base"] not in BASES:
         raise ValueError(f"algorithm.sharpo.base: expected one of {list(BASES)}, got {cfg['base']!r}")
-    v = cfg["max_observation_chars"]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"algorithm.sharpo.max_observation_chars: expected an int >= 0, got {v!r}")
+    check_int(cfg["max_observation_chars"], "algorithm.sharpo.max_observation_chars", 0)
     return cfg
 
 
