@@ -49,7 +49,7 @@ import torch
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage
 from sharpo_train.envs.turn_prompt import parse_action
-from sharpo_train.hint import HINT_DEFAULTS, render_lines
+from sharpo_train.hint import render_lines
 from sharpo_train.integrations.engine_settings import AGENT_KEYS, BASES, _get, agent_settings, check_config  # noqa: F401
 from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages
 from sharpo_train.step.method_rules import lam_zero_stats, sharpo_step_stats
