@@ -2,11 +2,15 @@
 environment's own command: its EnvSpec.command, e.g. envs/alfworld/command.py) and
 exposes ``register(subparsers)``, which adds its parser and sets ``func`` (args -> int).
 
-User errors are handled here, once for every command: a :class:`~sharpo_train.errors.UsageError`
-(a bad setting: ConfigError; a missing run, checkpoint or file; a run directory that
-already holds a run) or a missing/existing file prints one line on stderr,
-``sharpo <command>: error: <message>``, and exits 2, without a traceback. Commands check
-everything they can before they create anything (a run directory, an output file).
+Inputs and failures are handled here, once for every command. Every argument is checked
+by the one validator (inputs.py: control characters, non-UTF-8, empty or too-long paths)
+before the command runs. A :class:`~sharpo_train.errors.UsageError` (a bad setting:
+ConfigError; a missing run, checkpoint or file; a run directory that already holds a run)
+or a missing/existing file prints one line on stderr, ``sharpo <command>: error:
+<message>``, and exits 2, without a traceback; a full disk, another error of the operating
+system or a signal (Ctrl-C, SIGTERM) is one line too, with what was kept (failures.py).
+Commands check everything they can before they create anything (a run directory, an
+output file).
 
 What `sharpo train` writes (run directory, metrics.jsonl keys, credit records):
 docs/run_directory.md.
@@ -20,15 +24,17 @@ import sys
 from . import __version__
 from .envs.registry import env_names, get_spec
 from .errors import UsageError
+from .failures import USER_ERRORS, report, signals_as_exceptions
+from .inputs import check_path, check_text
 
 # module names under sharpo_train.commands, in the order `sharpo --help` lists them; the
 # environments' own commands (EnvSpec.command, e.g. `sharpo alfworld ...`) follow ENV_AFTER
 COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher", "settings"]
 ENV_AFTER = "sft"
 
-# exceptions that mean the user asked for something impossible: one line, exit 2
-USER_ERRORS = (UsageError, FileNotFoundError, FileExistsError, NotADirectoryError,
-               IsADirectoryError)
+# arguments (argparse dests) that name a file or folder: inputs.check_path's rules
+PATH_ARGS = ("run_dir", "run", "out", "json", "demos", "config", "model", "games", "data",
+             "figure")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,21 +58,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        text = f"{exc.filename}: {exc.strerror}"      # not "[Errno 2] ..."
-    return text or type(exc).__name__
+def check_args(args) -> None:
+    """Every string argument through the one validator (inputs.py), before the command
+    runs: a path argument (``PATH_ARGS``) by ``check_path``, any other string (a method
+    list) by ``check_text``; ``key=value`` overrides by the settings loader, which names
+    their key (settings/loader.py check_text, the same validator). ConfigError naming the
+    option."""
+    for dest, value in sorted(vars(args).items()):
+        if dest in ("func", "command", "overrides") or value is None:
+            continue
+        key = {"run": "RUN_DIR", "run_dir": "run_dir"}.get(dest, "--" + dest.replace("_", "-"))
+        if dest in PATH_ARGS and isinstance(value, str):
+            check_path(key, value)
+        elif isinstance(value, (str, list, tuple)):
+            check_text(key, value)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit status (2: a user error, reported on one line)."""
+    """Run one command; returns its exit status (2: a user error; 1: a full disk or an
+    error of the operating system; 128+N: signal N; each reported on one line)."""
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except USER_ERRORS as exc:
-        print(f"sharpo {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+    with signals_as_exceptions():
+        try:
+            check_args(args)
+            return int(args.func(args) or 0)
+        except BaseException as exc:
+            status = report(args.command, exc)
+            if status is None:
+                raise
+            return status
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ without creating anything. The recipe: sharpo_train/recipes/compare.py.
 """
 from __future__ import annotations
 
-from .demo import add_print_config, command_line, pipeline_dir, print_resolved
+from .demo import add_print_config, command_line, keep_pipeline, pipeline_dir, print_resolved
 from ._run_dir_arg import add_run_dir
 
 
@@ -55,9 +55,11 @@ def run(args) -> int:
                                   settings_cls=CompareConfig)
     plan.settings.seeds = seeds
     plan.settings.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    runs = [(folder, extra) for _, _, folder, extra in compare_runs(methods, seeds)]
     if args.print_config:
-        print_resolved(plan, [(folder, extra) for _, _, folder, extra in
-                              compare_runs(methods, seeds)])
+        print_resolved(plan, runs)
         return 0
+    plan.resolved(runs)     # every arm's trainer config checked now, not after the others ran
+    keep_pipeline(out, "compare")
     run_compare(plan, methods, seeds)
     return 0

@@ -55,6 +55,13 @@ def pipeline_dir(args, name: str) -> Path:
     return Path(given) if given else Path("runs") / time.strftime(f"{name}-%Y%m%d-%H%M%S")
 
 
+def keep_pipeline(out: Path, name: str) -> None:
+    """What a failed `sharpo demo` / `compare` keeps (said on its error line)."""
+    from ..failures import keep
+    keep(f"{out} keeps every finished phase; the same `sharpo {name} --run-dir {out}` "
+         f"command resumes")
+
+
 def print_resolved(plan, runs) -> None:
     import yaml
     print(yaml.safe_dump(plan.resolved(runs), sort_keys=False), end="")
@@ -70,5 +77,7 @@ def run(args) -> int:
     if args.print_config:
         print_resolved(plan, [("rl", [])])
         return 0
+    plan.resolved([("rl", [])])     # the RL run's trainer config, checked before any phase
+    keep_pipeline(out, "demo")
     run_demo(plan)
     return 0

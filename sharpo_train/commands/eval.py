@@ -89,8 +89,8 @@ def plan(args) -> tuple:
         if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
             check_weights_dir(args.model, "--model")
     if args.out is not None:        # a folder, a link, a system path, or exists without --force
-        from ..outputs import check_out_file
-        check_out_file(args.out, "--out", args.force)
+        from ..outputs import EVAL_RESULT, check_out_file
+        check_out_file(args.out, "--out", args.force, EVAL_RESULT)
     return cfg, weights, out
 
 

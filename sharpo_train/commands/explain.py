@@ -44,10 +44,17 @@ def run(args) -> int:
                          "RUN, or sharpo explain RUN)")
     if args.out:         # output files outside the run: outputs.py's rule
         from pathlib import Path
-        from sharpo_train.outputs import check_out_file
+        from sharpo_train.inputs import check_path
+        from sharpo_train.outputs import (CREDIT_PAGE, CREDIT_PLOT, CREDIT_QUALITY,
+                                               check_out_file)
+        if Path(check_path("--out", args.out)).is_dir() or args.out.endswith("/"):
+            raise UsageError(f"--out: {args.out} is a folder; --out is a file stem (e.g. "
+                             f"{args.out.rstrip('/') or '.'}/credit gives credit.html and "
+                             f"credit.png)")
         stem = Path(args.out).with_suffix("") if not args.credit_quality else Path(args.out)
+        kinds = {".md": CREDIT_QUALITY, ".html": CREDIT_PAGE, ".png": CREDIT_PLOT}
         for suffix in ((".md",) if args.credit_quality else (".html", ".png")):
-            check_out_file(str(stem) + suffix, "--out", args.force)
+            check_out_file(str(stem) + suffix, "--out", args.force, kinds[suffix])
     if args.credit_quality:
         from sharpo_train.estimators import ESTIMATORS
         methods = [m.strip() for m in (args.methods or "").split(",") if m.strip()] or None

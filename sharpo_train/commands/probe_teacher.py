@@ -96,10 +96,10 @@ def _run_config(args):
 def run(args) -> int:
     from sharpo_train.envs.registry import DEFAULT_ENV, env_names, get_spec
 
-    from sharpo_train.outputs import check_out_file
+    from sharpo_train.outputs import PROBE_SUMMARY, check_out_file
     try:
         if args.json:
-            check_out_file(args.json, "--json", args.force)
+            check_out_file(args.json, "--json", args.force, PROBE_SUMMARY)
         cfg = _run_config(args)
         env = args.env or (cfg.env.get("name") if cfg is not None else DEFAULT_ENV)
         spec = get_spec(env)

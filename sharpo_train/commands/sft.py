@@ -30,6 +30,8 @@ def run(args) -> int:
 
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
     check_out_dir(args.out, "--out", args.force)
+    from sharpo_train.inputs import check_input_file
+    check_input_file("--demos", args.demos)     # a folder, fifo or device is named as such
     load_demos(args.demos)                      # a missing or malformed file, before loading
     from sharpo_train.models.named import NAMED_MODELS
     if cfg.model.path is not None and not Path(cfg.model.path).is_dir() and \
@@ -41,6 +43,9 @@ def run(args) -> int:
         check_tiny_model_fits(cfg.model)
     elif cfg.model.path not in NAMED_MODELS:       # safetensors weights only, never pickle
         check_weights_dir(cfg.model.path, "model.path")
+    from sharpo_train.failures import keep
+    keep(f"--out {args.out} is unchanged (the checkpoint is built in a temporary folder "
+         f"beside it, removed again)")
     summary = run_sft(args.demos, args.out, cfg, force=args.force)
     print(f"sft: {summary['examples']} examples, {summary['steps']} steps, "
           f"final loss {summary['final_loss']:.4f}\ncheckpoint: {args.out}")

@@ -88,6 +88,9 @@ def check_paths_and_device(cfg) -> None:
                        ("model.tokenizer_path", cfg.model.tokenizer_path)):
         if value is not None and not Path(value).is_dir() and \
                 not (key == "model.path" and value in NAMED_MODELS):   # models/named.py
+            if Path(value).exists():
+                raise UsageError(f"{key}: {value!r} is not a directory (a model or tokenizer "
+                                 f"setting names a folder)")
             raise UsageError(f"{key}: no such directory {value!r}")
     # weights through safetensors only: a pickle-only directory is refused here, not loaded
     weights = cfg.init_from if cfg.init_from is not None else cfg.model.path

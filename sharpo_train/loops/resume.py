@@ -58,8 +58,14 @@ def resume_config(run_dir: str | Path, overrides=(), config_path: str | Path | N
         if saved_path.exists() or saved_path.is_symlink():
             raise UsageError(f"--resume: {saved_path} is not a regular file (a fifo, device, "
                              f"folder or link); sharpo reads only regular files in a run")
+        from ..runs.run_lock import busy_error
+        busy_error(run_dir)          # a run starting there now: "in use by pid N"
         raise UsageError(f"--resume: {run_dir} holds no run (no config.yaml)")
-    saved = load_settings(Config, saved_path)
+    try:
+        saved = load_settings(Config, saved_path)
+    except ConfigError as exc:       # an edited config.yaml: name the file, not only the key
+        text = str(exc)
+        raise ConfigError(text if str(saved_path) in text else f"{saved_path}: {text}") from None
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))
     if config_path is not None:
         new = load_settings(Config, config_path, data)

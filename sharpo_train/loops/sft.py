@@ -320,12 +320,17 @@ def run_sft(demos_path: str | Path, out_dir: str | Path, cfg: SFTConfig | None =
                "config": asdict(cfg)}
     check_out_dir(out_dir, "--out", force)      # still fine after training
     tmp = new_build_dir(out_dir)
-    model.save_pretrained(tmp)
-    if cfg.model.path:
-        # a pretrained checkpoint's own tokenizer travels with it; the shipped tokenizer is
-        # not copied: build_policy then loads the shipped one (a saved copy reloads as a
-        # different tokenizer class in transformers 5 and tokenizes differently)
-        tokenizer.save_pretrained(tmp)
-    (tmp / "sft.json").write_text(json.dumps(summary, indent=1))
+    try:
+        model.save_pretrained(tmp)
+        if cfg.model.path:
+            # a pretrained checkpoint's own tokenizer travels with it; the shipped tokenizer
+            # is not copied: build_policy then loads the shipped one (a saved copy reloads
+            # as a different tokenizer class in transformers 5 and tokenizes differently)
+            tokenizer.save_pretrained(tmp)
+        (tmp / "sft.json").write_text(json.dumps(summary, indent=1))
+    except BaseException:       # a full disk, a signal: the half-built folder is ours
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     install_dir(tmp, out_dir, "sharpo sft")
     return summary

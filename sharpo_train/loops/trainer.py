@@ -21,6 +21,7 @@ from the checkpoint of step s repeats steps s+1.. exactly as the uninterrupted r
 from __future__ import annotations
 
 import math
+import os
 import random
 import shutil
 import sys
@@ -88,6 +89,17 @@ def _first_missing(path: Path):
     return missing
 
 
+def _remove_new_entries(folder: Path, before: set) -> None:
+    """Remove what a failed start wrote into ``folder`` (its entries not in ``before``):
+    links themselves, never what they point to."""
+    for name in set(os.listdir(folder)) - before:
+        p = folder / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
 def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919) % (2 ** 31)
 
@@ -121,6 +133,8 @@ class Trainer:
         check_run_dir(self.run_dir)       # no system folder, no foreign folder (runs/run_dir.py)
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         created = _first_missing(self.run_dir)   # the folder this run creates, if any
+        # a fresh start in an empty folder: what it writes there is removed if it fails
+        before = set(os.listdir(self.run_dir)) if created is None and not cfg.resume else None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # one writer for the life of the run (released by run(), or on any error here)
         self.lock = RunLock(self.run_dir).acquire()
@@ -131,6 +145,8 @@ class Trainer:
             self.lock.release()
             if created is not None:      # a refused new run leaves no half-made directory
                 shutil.rmtree(created, ignore_errors=True)
+            elif before is not None and before <= {".lock"}:
+                _remove_new_entries(self.run_dir, before)   # nor files in a folder that was empty
             raise
 
     def _setup(self) -> None:
@@ -462,6 +478,10 @@ class Trainer:
             torch.set_num_threads(cfg.model.cpu_threads)
         logger = None
         evaluated = {}   # step -> eval result of this process (the final one is not redone)
+        from ..failures import keep
+        keep(f"the run directory {self.run_dir} keeps every step up to its last checkpoint "
+             f"(and the metrics written so far); `sharpo train --resume --run-dir "
+             f"{self.run_dir}` continues it")
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,

@@ -253,6 +253,8 @@ def load_adapter(model, adapter_dir: str | Path) -> None:
     except Exception as exc:            # missing or corrupt file
         raise UsageError(f"{path}: unreadable adapter ({exc})") from None
     saved = {k[len(_PEFT_PREFIX):] if k.startswith(_PEFT_PREFIX) else k: v for k, v in saved.items()}
+    from .weights import check_finite
+    check_finite(saved, str(adapter_dir), lambda name: path)     # NaN/inf: never loaded
     expected = peft.get_peft_model_state_dict(model)
     missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
     wrong = [f"{k}: shape {list(saved[k].shape)} saved, {list(expected[k].shape)} expected"
@@ -266,6 +268,20 @@ def load_adapter(model, adapter_dir: str | Path) -> None:
     unexpected = getattr(result, "unexpected_keys", None)
     if unexpected:
         raise UsageError(f"{path}: unexpected adapter tensors {unexpected[:3]}")
+
+
+def check_adapter_scale(adapter_dir: str | Path, alpha, rank) -> None:
+    """UsageError naming adapter_config.json unless ``lora_alpha`` is a finite number and
+    the adapter's scale ``alpha / r`` (docs/method.md: W + (alpha / r) B A) is finite and at
+    most 1e6 in size: a NaN or 1e308 alpha would merge into non-finite weights."""
+    import math
+
+    where = Path(adapter_dir) / "adapter_config.json"
+    ok = isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and \
+        math.isfinite(float(alpha)) and isinstance(rank, int) and rank > 0
+    if not ok or abs(float(alpha) / rank) > 1e6:
+        raise UsageError(f"{where}: lora_alpha={alpha!r} with r={rank!r} is not a usable "
+                         f"adapter scale (alpha / r must be a finite number within 1e6)")
 
 
 def _lora_layers(model):

@@ -77,6 +77,7 @@ def named_model_dir(name: str, cache: str | Path | None = None) -> Path:
             return out
         raise
     marker = {"name": name, "source": source.name, "source_bytes": source.stat().st_size}
+    _check_cache_entry(out, name)        # never a foreign folder, a link or a file
     try:
         if json.loads((out / _CACHE_MARKER).read_text()) == marker:
             return out
@@ -87,8 +88,11 @@ def named_model_dir(name: str, cache: str | Path | None = None) -> Path:
     try:
         _dequantise_gguf(source, tmp)
         (tmp / _CACHE_MARKER).write_text(json.dumps(marker))
-        if out.exists():                 # a stale copy (other source) or a racing writer's
-            shutil.rmtree(out, ignore_errors=True)
+        _check_cache_entry(out, name)    # still ours (or gone) after the build
+        if out.exists():                 # a stale copy of ours (other source): moved aside
+            stale = Path(tempfile.mkdtemp(prefix=f".{name}.stale.", dir=out.parent))
+            os.replace(out, stale / name)
+            shutil.rmtree(stale, ignore_errors=True)
         try:
             os.replace(tmp, out)
         except OSError:                  # another process renamed its copy first
@@ -97,6 +101,28 @@ def named_model_dir(name: str, cache: str | Path | None = None) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _check_cache_entry(out: Path, name: str) -> None:
+    """UsageError unless ``out`` (the cache entry of named model ``name``) is missing or a
+    real folder holding this cache's marker for ``name``: a symbolic link, a file or a
+    folder sharpo did not write there is never replaced nor deleted."""
+    if not out.exists() and not out.is_symlink():
+        return
+    fix = f"move it away or set $SHARPO_CACHE to another folder (the cache of {name!r})"
+    if out.is_symlink():
+        raise UsageError(f"model.path: the cache entry {out} is a symbolic link; sharpo "
+                         f"never writes through a link: {fix}")
+    if not out.is_dir():
+        raise UsageError(f"model.path: the cache entry {out} is not a folder; {fix}")
+    try:
+        marker = json.loads((out / _CACHE_MARKER).read_text())
+    except (OSError, ValueError, RecursionError):
+        marker = None
+    if not (isinstance(marker, dict) and marker.get("name") == name) and any(os.scandir(out)):
+        raise UsageError(f"model.path: the cache entry {out} holds files sharpo did not "
+                         f"write (no {_CACHE_MARKER} for {name!r}); sharpo never deletes "
+                         f"them: {fix}")
 
 
 def _cached_copy_of(name: str, out: Path) -> bool:

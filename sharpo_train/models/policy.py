@@ -18,13 +18,14 @@ import torch
 
 from ..errors import UsageError
 from . import setting as _get
-from .lora import (BASE_DIR, LORA_META, _peft, adapter_base, apply_lora, check_targets,
+from .lora import (BASE_DIR, LORA_META, _peft, adapter_base, apply_lora, check_adapter_scale,
+                   check_targets,
                    is_adapter_dir, is_lora_model, load_adapter, merged_copy, save_adapter,
                    save_lora_base, saved_rank)
 from .named import NAMED_MODELS, resolve_model_path
 from .tiny import TORCH_DTYPES, _allocation_error, check_tiny_model_fits, tiny_qwen2_config
 from .tokenizer import build_tokenizer
-from .weights import _attn_error, load_pretrained
+from .weights import _attn_error, check_finite, load_pretrained
 
 
 def build_policy(model_cfg: Any = None, *, weights_from: str | Path | None = None,
@@ -164,6 +165,7 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
     if cfg.r != rank:
         raise UsageError(f"{adapter_dir / 'adapter_config.json'}: says r={cfg.r!r} but the "
                          f"saved adapter tensors have rank {rank} (edited or mixed up?)")
+    check_adapter_scale(adapter_dir, cfg.lora_alpha, cfg.r)   # NaN, inf, 1e308: refused
     settings = SimpleNamespace(rank=cfg.r, alpha=cfg.lora_alpha, dropout=0.0,
                                targets=sorted(cfg.target_modules))
     fields = {k: getattr(model_cfg, k) for k in ("dtype", "attn_implementation", "tokenizer_path")
@@ -178,7 +180,12 @@ def load_merged(adapter_dir: str | Path, model_cfg: Any = None):
     tokenizer = build_tokenizer(adapter_dir, str(adapter_dir))
     apply_lora(model, settings, base)
     load_adapter(model, adapter_dir)
-    return merged_copy(model), tokenizer
+    merged = merged_copy(model)
+    check_finite(merged.state_dict(), str(adapter_dir),       # alpha/r * B A overflowed
+                 lambda name: f"{adapter_dir / 'adapter_config.json'} (lora_alpha="
+                              f"{cfg.lora_alpha!r}) with {adapter_dir / 'adapter_model.safetensors'}"
+                              f", merged into")
+    return merged, tokenizer
 
 
 def build_lora_policy(cfg, run_dir: str | Path, ckpt: Optional[Path]):

@@ -97,7 +97,38 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
         more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UsageError(f"{_where(key, path)} does not hold this model's weights "
                          f"({'; '.join(problems[:3])}{more})")
+    check_finite(model.state_dict(), key, lambda name: _weights_file(path, name))
     return model
+
+
+def check_finite(tensors, key: str, file_of) -> None:
+    """UsageError naming ``key``, the file (``file_of(tensor name)``) and the tensor when a
+    floating-point tensor of ``tensors`` (a name -> tensor mapping) holds NaN or inf:
+    weights like that are an error, never a model that trains or is evaluated
+    (docs/run_directory.md, "Non-finite weights")."""
+    import torch
+
+    for name, t in tensors.items():
+        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise UsageError(f"{key}: {file_of(name)}: tensor {name} holds {bad} non-finite "
+                             f"value(s) (NaN or inf); sharpo neither trains nor evaluates "
+                             f"such weights")
+
+
+def _weights_file(path: Path, name: str) -> Path:
+    """The safetensors file of ``path`` that holds tensor ``name`` (its shard)."""
+    index = path / "model.safetensors.index.json"
+    if not (path / "model.safetensors").is_file() and index.is_file():
+        try:
+            shards = loads_json(_read_small(index, str(index)), index).get("weight_map", {})
+        except (UsageError, AttributeError, OSError):
+            shards = {}
+        for candidate in (name, name.split(".", 1)[-1], f"model.{name}"):
+            if isinstance(shards.get(candidate), str):
+                return path / shards[candidate]
+        return index
+    return path / "model.safetensors"
 
 
 def _attn_error(exc: BaseException, attn) -> None:

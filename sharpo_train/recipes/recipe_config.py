@@ -98,6 +98,11 @@ def split_method(item: str) -> tuple[str, list[str]]:
     ConfigError naming the item otherwise."""
     base, *extras = item.strip().split("@")
     rewards = _reward_keys()
+    keys = [x.partition("=")[0].strip() for x in extras]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ConfigError(f"methods: {item!r} sets {', '.join(twice)} twice; give each "
+                          f"setting of an arm once")
     for x in extras:
         key = x.partition("=")[0].strip()
         if "=" not in x or not (key.startswith(METHOD_EXTRA_PREFIXES) or key in rewards):
@@ -188,20 +193,49 @@ class CompareConfig(DemoConfig):
             parse_method(item)
 
 
+def _no_empty_item(option: str, text: str) -> None:
+    """ConfigError naming ``option`` when the comma list ``text`` has an empty item
+    (``0,,1``, ``grpo,``): a typo, never silently dropped."""
+    items = [x.strip() for x in str(text).split(",")]
+    if len(items) > 1 and "" in items:
+        raise ConfigError(f"{option}: an empty item in {str(text)!r}; separate the items by "
+                          f"single commas")
+
+
 def parse_seeds(text: str) -> list[int]:
     """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0)."""
+    _no_empty_item("--seeds", text)
     s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix="--")
     return validate_settings(s, prefix="--").seeds
 
 
 def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
-    """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods)."""
+    """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods).
+    Two arms that are one run (the same run folder: ``grpo,grpo``) are a ConfigError."""
+    _no_empty_item("--methods", text)
     s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
-    out = []
+    out, seen = [], {}
     for item in validate_settings(s, prefix="--").methods:
         name, value = parse_method(item)
-        out.append(method_run(name, value, split_method(item)[1]))
+        run = method_run(name, value, split_method(item)[1])
+        if run[1] in seen:      # two arms that are one run: never silently collapsed
+            raise ConfigError(f"--methods: {item!r} is the same arm as {seen[run[1]]!r} "
+                              f"(run folder {run[1]}); give each method once")
+        seen[run[1]] = item
+        out.append(run)
     return out
+
+
+SLUG_MAX = 96       # run folder names stay far below a file system's 255 bytes
+
+
+def _short_slug(slug: str) -> str:
+    """``slug`` itself, or its first characters and a hash of the whole when it is longer
+    than SLUG_MAX (an arm with many ``@key=value`` settings)."""
+    if len(slug.encode("utf-8")) <= SLUG_MAX:
+        return slug
+    import hashlib
+    return slug[:SLUG_MAX - 13] + "-" + hashlib.sha1(slug.encode("utf-8")).hexdigest()[:12]
 
 
 def method_run(name: str, value: float | None, extras: list[str] = ()
@@ -230,4 +264,4 @@ def method_run(name: str, value: float | None, extras: list[str] = ()
         label = label + "".join(f", {x}" for x in shown) + ")"
     elif shown:
         label = f"{label} ({', '.join(shown)})"
-    return label, slug, over + list(extras)
+    return label, _short_slug(slug), over + list(extras)

@@ -114,15 +114,19 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     tmp = root / f".tmp_step_{step:06d}"
     _remove(tmp)
     tmp.mkdir()
-    save_policy(model, tokenizer, tmp / "policy")   # safetensors; a LoRA run: its adapter
-    opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
-    save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
-    files = {p.relative_to(tmp).as_posix(): p.stat().st_size
-             for p in sorted(tmp.rglob("*")) if p.is_file()}
-    doc = {"format": FORMAT, "step": step, "trainer": state,
-           "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files}
-    (tmp / STATE_FILE).write_text(json.dumps(doc, indent=1) + "\n")   # TypeError: not JSON
-    _fsync_tree(tmp)
+    try:     # a full disk or a signal meanwhile: the half-written folder goes (it is ours)
+        save_policy(model, tokenizer, tmp / "policy")   # safetensors; LoRA: its adapter
+        opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
+        save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
+        files = {p.relative_to(tmp).as_posix(): p.stat().st_size
+                 for p in sorted(tmp.rglob("*")) if p.is_file()}
+        doc = {"format": FORMAT, "step": step, "trainer": state,
+               "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files}
+        (tmp / STATE_FILE).write_text(json.dumps(doc, indent=1) + "\n")   # TypeError: not JSON
+        _fsync_tree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     _remove(final)
     os.replace(tmp, final)
     _fsync_dir(root)
@@ -324,6 +328,10 @@ def load_state(path: str | Path) -> dict:
                               else None, set(tensors)))
     if problem:
         raise CheckpointError(problem)
+    for key, t in tensors.items():       # non-finite statistics: an error, never a state
+        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{opt_file}: tensor {key} holds non-finite values (NaN "
+                                  f"or inf); the optimizer state is unusable")
     try:
         opt = doc["optimizer"]
         state = {int(pid): {name: tensors[v["tensor"]] if isinstance(v, dict) else v

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..io import atomic_write_text
-from ..outputs import system_folder
+from ..outputs import PIPELINE_MARKER, RUN_MARKER, system_folder
 from .run_files import check_entry
-from .run_lock import LOCK_NAME
+from .run_lock import LOCK_NAME, busy_error
 
-RUN_MARKER = ".sharpo-run"   # RUN/.sharpo-run: {"format": "sharpo-run/1", "command": ...}
+# RUN_MARKER: RUN/.sharpo-run, {"format": "sharpo-run/1", "command": ...}; PIPELINE_MARKER:
+# pipeline.json, written first by recipes/demo.py open_pipeline (both named in outputs.py)
 RUN_FORMAT = "sharpo-run/1"
-PIPELINE_MARKER = "pipeline.json"    # written first by recipes/demo.py open_pipeline
 
 def is_sharpo_run(path: str | Path) -> bool:
     """``path`` is a folder a sharpo run wrote: it holds the run marker (a regular file)."""
@@ -56,15 +56,26 @@ def _check_folder(path: str | Path, key: str, is_ours, what: str, marker: str) -
     """UsageError (naming ``key``) if ``path`` is a system folder, a file, or a non-empty
     folder that ``is_ours`` does not accept (``what``: the kind of folder, ``marker``: the
     file that marks it). Creates nothing."""
-    p = Path(path)
+    from ..inputs import check_path
+    p = Path(check_path(key, path))      # control characters, not UTF-8, too long: refused
     why = system_folder(p)
     if why:
         raise UsageError(f"{key}: refusing {str(p)!r} as a run directory: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{key}: {p} exists and is not a directory")
+    if marker == RUN_MARKER:        # never inside another run's (or an sft output's) folders
+        real = Path(os.path.realpath(p))
+        for up in real.parents:
+            if is_sharpo_run(up) or (up / ".sharpo-sft").is_file():
+                raise UsageError(f"{key}: {p} lies inside the sharpo "
+                                 f"{'run' if is_sharpo_run(up) else 'sft output'} {up}; a run "
+                                 f"directory is never inside another's (choose a folder "
+                                 f"outside it)")
     if p.is_dir() and marker == RUN_MARKER:   # a fifo or folder where a run file belongs
         check_entry(p / RUN_MARKER)
     if p.is_dir() and _non_empty(p) and not is_ours(p):
+        if marker == RUN_MARKER:     # a run starting right now (its marker not written yet)
+            busy_error(p, key)
         why = (f"its {marker} is not a sharpo marker" if (p / marker).exists()
                else f"no {marker}")
         raise UsageError(f"{key}: {p} is a non-empty folder that is not {what} ({why}); "

@@ -111,6 +111,29 @@ class RunLock:
             pass
 
 
+def busy_error(run_dir: str | Path, key: str = "run_dir") -> None:
+    """RunDirBusyError when another process holds ``run_dir``'s lock now (a run that is
+    starting: its folder is not yet recognisable as a run); else nothing. Only probes:
+    the lock file is opened read-only, without following a link, never created."""
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            who = f"pid {holder}" if holder else "a process that has not written its pid yet"
+            raise RunDirBusyError(f"{key}: {run_dir} is in use by another sharpo process "
+                                  f"({who}, lock {path})") from None
+    finally:
+        os.close(fd)
+
+
 def _read_pid(fd: int) -> int | None:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()

@@ -311,24 +311,23 @@ def in_range(obj: Any, name: str, lo=None, hi=None, *, lo_open: bool = False,
 
 def check_text(key: str, value: Any) -> None:
     """ConfigError naming ``key`` when a string in ``value`` (nested dicts and lists too)
-    holds a NUL character (no file name or text setting can) or is not valid UTF-8 (an
-    undecodable byte of a path given on the command line: sharpo writes settings into its
-    UTF-8 files)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ConfigError(f"{key}: contains a NUL character ({value[:60]!r})")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigError(f"{key}: not valid UTF-8 ({value[:60]!r}); sharpo writes "
-                              f"settings into UTF-8 files: choose a name in UTF-8") from None
+    holds a NUL or another control character, or is not valid UTF-8; a path setting
+    (``PATH_FIELDS``, an ``env.*_dir``) also when it is empty, holds any control character
+    or a name too long for a file system. The one validator: sharpo_train/inputs.py."""
+    from ..inputs import check_path, check_text as _check
+    _check(key, value)
+    last = key.rsplit(".", 1)[-1]
+    if last in PATH_FIELDS and isinstance(value, str):
+        check_path(key, value)
     elif isinstance(value, dict):
         for k, v in value.items():
-            check_text(f"{key}.{k}", k)
-            check_text(f"{key}.{k}", v)
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            check_text(f"{key}[{i}]", v)
+            if isinstance(k, str) and k.endswith(("_dir", "_path", "_file")) \
+                    and isinstance(v, str) and v:
+                check_path(f"{key}.{k}", v)
+
+
+# settings that name a file or folder (a run's own, a model's): check_path's rules too
+PATH_FIELDS = ("run_dir", "init_from", "path", "tokenizer_path")
 
 
 def validate_settings(obj: Any, prefix: str = "") -> Any:
@@ -364,7 +363,11 @@ def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     """The mappings of a YAML settings file and its ``base:`` ancestors, oldest first."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"{path}: no such config file")
+        from ..inputs import check_input_file
+        try:       # a folder, fifo or device is said as such, never "no such file"
+            check_input_file(str(path), str(path))
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such config file") from None
     data = load_yaml_file(path)     # size, depth and alias expansion bounded
     data = {} if data is None else data
     if not isinstance(data, dict):
@@ -390,7 +393,11 @@ def load_settings(cls, path: str | Path | None = None, overrides=(), *,
     source = path if path is not None else default_path
     if source is not None:
         if not Path(source).is_file():
-            raise UsageError(f"--config: no such file {str(source)!r}")
+            from ..inputs import check_input_file
+            try:       # a folder, fifo or device is said as such
+                check_input_file("--config", str(source))
+            except FileNotFoundError:
+                raise UsageError(f"--config: no such file {str(source)!r}") from None
         for layer in read_yaml_layers(source):
             apply_overrides(obj, layer)
     data = overrides if isinstance(overrides, dict) else parse_overrides(list(overrides or ()))

@@ -69,7 +69,8 @@ def render_group_png(record: dict, group_index: int, out_png: str | Path) -> Pat
     bar.set_ticks(ticks, labels=[f"×{math.exp(t):.3g}" for t in ticks])
     out_png = Path(out_png)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight",
+                metadata={"Software": "sharpo explain"})   # outputs.CREDIT_PLOT knows it
     atomic_write_bytes(out_png, buf.getvalue())      # a link in its place is not followed
     plt.close(fig)
     return out_png

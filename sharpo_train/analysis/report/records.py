@@ -50,12 +50,32 @@ def load_credit_record(run_dir: str | Path, step: int) -> dict:
         have = list_credit_steps(run_dir)
         raise CreditRecordError(f"--step {step}: no credit record {path} "
                                 f"(steps with records: {have or 'none'})")
+    text = path.read_text(encoding="utf-8", errors="replace")
     try:
-        record = loads_json(path.read_text(encoding="utf-8", errors="replace"), path)
+        record = loads_json(text, path)
     except UsageError as exc:       # not JSON, or nested too deeply
         raise CreditRecordError(str(exc)) from None
+    bad = _non_finite_token(text)
+    if bad:                 # sharpo writes non-finite numbers as null: a statistic is never
+        raise CreditRecordError(f"{path}: holds the non-finite number {bad} (sharpo writes "
+                                f"null); refusing to render it")
     validate_credit_record(record, str(path))
     return record
+
+
+def _non_finite_token(text: str) -> str | None:
+    """'NaN', 'Infinity' or '-Infinity' when the JSON ``text`` holds one as a value."""
+    import json
+    found = []
+
+    def constant(name):
+        found.append(name)
+        return None
+    try:
+        json.loads(text, parse_constant=constant)
+    except (ValueError, RecursionError):
+        return None
+    return found[0] if found else None
 
 
 def validate_credit_record(record: dict, where: str = "credit record") -> None:

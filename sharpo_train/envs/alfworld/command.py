@@ -40,9 +40,9 @@ def cmd_play(args) -> int:
     from sharpo_train.envs.alfworld.play import (expert_agent, format_table, play,
                                                      random_agent, records_to_json, success_table)
     from sharpo_train.envs.alfworld.games import discover_games, task_of
-    from sharpo_train.outputs import check_out_file, write_out_json
+    from sharpo_train.outputs import PLAY_RESULT, check_out_file, write_out_json
     if args.json:
-        check_out_file(args.json, "--json", args.force)
+        check_out_file(args.json, "--json", args.force, PLAY_RESULT)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)
     tasks = [task_of(g) for g in discover_games(args.games, split, families=args.families)]
@@ -92,8 +92,8 @@ def cmd_generate(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.alfworld.demos import write_demos
-    from sharpo_train.outputs import check_out_file
-    check_out_file(args.out, "--out", args.force)
+    from sharpo_train.outputs import DEMOS_FILE, check_out_file
+    check_out_file(args.out, "--out", args.force, DEMOS_FILE)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)
     t0 = time.perf_counter()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from typing import Any, Optional
@@ -95,6 +96,10 @@ class SlotRunner:
 
 
 def _worker_main(conn, env_kwargs: dict) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone handles it (one line, then
+    # it closes the pool; a worker also ends when its parent is gone), so no worker prints
+    # a KeyboardInterrupt traceback of its own (failures.py)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING)
     runner = SlotRunner(env_kwargs)
     parent = os.getppid()

@@ -13,9 +13,9 @@ from ..command_args import non_negative, positive, run_logged
 
 
 def cmd_play(args) -> int:
-    from sharpo_train.outputs import check_out_file, write_out_json
+    from sharpo_train.outputs import PLAY_RESULT, check_out_file, write_out_json
     if args.json:
-        check_out_file(args.json, "--json", args.force)
+        check_out_file(args.json, "--json", args.force, PLAY_RESULT)
     from sharpo_train.envs.webshop.agents import play, records_to_json, summary
     from sharpo_train.envs.webshop.engine import WebShopEnv, get_world
     world = get_world(args.data)
@@ -42,8 +42,8 @@ def cmd_play(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.webshop.demos import write_demos
-    from sharpo_train.outputs import check_out_file
-    check_out_file(args.out, "--out", args.force)
+    from sharpo_train.outputs import DEMOS_FILE, check_out_file
+    check_out_file(args.out, "--out", args.force, DEMOS_FILE)
     t0 = time.perf_counter()
     stats = write_demos(args.out, split=args.split, limit=args.n or None, data_dir=args.data,
                         max_steps=args.max_steps, history_length=args.history_length)

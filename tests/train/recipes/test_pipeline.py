@@ -146,8 +146,9 @@ def test_eval_never_overwrites_and_reads_demo_dirs_and_split_folders(tmp_path, c
     # --out that exists: refused without --force, named
     with pytest.raises(FileExistsError, match="--force"):
         plan(_eval_args(run_dir=str(run), out=str(run / "eval.json")))
-    assert plan(_eval_args(run_dir=str(run), out=str(run / "eval.json"), force=True))[2] == \
-        str(run / "eval.json")
+    # ... and with --force too: RUN/eval.json is the run's own file (outputs.py)
+    with pytest.raises(ValueError, match="never replaces"):
+        plan(_eval_args(run_dir=str(run), out=str(run / "eval.json"), force=True))
     assert main(["eval", "--run", str(run), "--out", str(run / "eval.json")]) == 2
     assert "--force" in capsys.readouterr().err
     # a split folder: its release folder and that split

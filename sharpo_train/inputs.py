@@ -1,0 +1,124 @@
+"""The one validator of what a user types: every path and string input is checked here,
+once, at the edge (cli.py checks every argument before a command runs; the settings
+loader every string setting; the run-directory and output rules every path they are
+given), before anything is created (docs/run_directory.md, "Settings text" and "Outputs
+of every command").
+
+- ``check_text(key, value)``: a string setting or argument: no NUL, no control character
+  (C0 other than tab / newline / carriage return, DEL, C1: an ESC would drive the
+  terminal the message is printed on), valid UTF-8 (an undecodable byte of a command line
+  arrives as a lone surrogate; sharpo writes its settings into UTF-8 files);
+- ``check_path(key, value)``: a path: a non-empty string as above without tab, newline or
+  carriage return either, not starting with ``~`` (the shell expands it, sharpo does not:
+  ``run_dir=~/x`` would make a folder named ``~``), each name at most 255 bytes and the
+  whole at most 4095 (the limits of Linux file systems, so a too-long name is refused
+  here, not an OSError later);
+- ``check_input_file(key, value)``: a file to read (``--config``, ``--demos``): a path that
+  exists and is a regular file (a folder, fifo, device or socket is named as such, never
+  "no such file"; nothing is opened, so a fifo cannot block).
+
+Errors are :class:`~sharpo_train.errors.ConfigError` (a UsageError: one line, exit 2)
+naming ``key``.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+NAME_MAX = 255        # bytes of one path component (ext4, xfs, btrfs, tmpfs)
+PATH_MAX = 4095       # bytes of a whole path (PATH_MAX 4096 with its NUL)
+
+_TEXT_OK = "\t\n\r"   # control characters a text setting may hold (a multi-line template)
+
+
+def _bad_char(value: str, allowed: str) -> str | None:
+    """The first character of ``value`` that no input may hold (NUL, a control
+    character other than ``allowed``), or None."""
+    for ch in value:
+        o = ord(ch)
+        if (o < 0x20 and ch not in allowed) or 0x7F <= o <= 0x9F:
+            return ch
+    return None
+
+
+def shown(value: str, limit: int = 60) -> str:
+    """``value`` safe to print on one line: escapes instead of control characters."""
+    text = value if len(value) <= limit else "..." + value[-limit:]
+    return ascii(text) if _bad_char(text, "") or not text.isprintable() else repr(text)
+
+
+def check_text(key: str, value: Any, allowed: str = _TEXT_OK) -> None:
+    """ConfigError naming ``key`` when the string ``value`` (strings inside dicts and lists
+    too) holds NUL, a control character (other than ``allowed``) or is not valid UTF-8."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ConfigError(f"{key}: contains a NUL character ({shown(value)})")
+        bad = _bad_char(value, allowed)
+        if bad is not None:
+            raise ConfigError(f"{key}: contains the control character {bad!a} "
+                              f"({shown(value)}); refused")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{key}: not valid UTF-8 ({shown(value)}); sharpo writes "
+                              f"settings into UTF-8 files: choose a name in UTF-8") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_text(f"{key}.{k}", k, allowed)
+            check_text(f"{key}.{k}", v, allowed)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_text(f"{key}[{i}]", v, allowed)
+
+
+def check_path(key: str, value: Any) -> str:
+    """``value`` as a path string, or ConfigError naming ``key``: empty, a NUL or any
+    control character, not UTF-8, a name over 255 bytes or a path over 4095."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a path, got {type(value).__name__}")
+    if not value.strip():
+        raise ConfigError(f"{key}: empty path; name a file or folder")
+    check_text(key, value, allowed="")
+    if value.split("/", 1)[0].startswith("~"):
+        raise ConfigError(f"{key}: {shown(value)} starts with '~', which sharpo does not "
+                          f"expand (it would make a folder named '~'); write the full path, "
+                          f"e.g. $HOME/...")
+    data = value.encode("utf-8")
+    if len(data) > PATH_MAX:
+        raise ConfigError(f"{key}: path of {len(data)} bytes; the limit is {PATH_MAX}")
+    for part in data.split(b"/"):
+        if len(part) > NAME_MAX:
+            raise ConfigError(f"{key}: a name of {len(part)} bytes in the path "
+                              f"({shown(value)}); the limit is {NAME_MAX}")
+    return value
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a fifo (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """'a folder', 'a fifo (named pipe)', ... for a non-regular ``st_mode``."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def check_input_file(key: str, value: Any) -> Path:
+    """The path of a file to read, checked without opening it: ConfigError/FileNotFoundError
+    naming ``key`` when it is missing or not a regular file (says which kind it is)."""
+    p = Path(check_path(key, value))
+    try:
+        st = os.stat(p)             # follows a link: what would be read
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{key}: no such file {p}") from None
+    except OSError as exc:
+        raise ConfigError(f"{key}: {p}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{key}: {p} is {file_kind(st.st_mode)}, not a regular file")
+    return p
