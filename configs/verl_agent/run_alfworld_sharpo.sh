@@ -30,15 +30,6 @@ if ! grep -q 'SHARPO = "sharpo"' verl/trainer/ppo/ray_trainer.py 2>/dev/null; th
     echo "error: $VERL_AGENT_DIR is not a verl-agent checkout with configs/verl_agent/ray_trainer.patch applied" >&2
     exit 2
 fi
-python3 -c "import sharpo_train.integrations.verl_agent" || {
-    echo "error: sharpo is not importable here: pip install --no-deps /path/to/sharpo" >&2; exit 2; }
-
-# verl-agent's data step: downloads hiyouga/geometry3k from the Hugging Face Hub once; the
-# parquet files it writes under ~/data/verl-agent/text/ only set the modality and the batch
-# counts (the tasks come from the ALFWorld environment)
-python3 -m examples.data_preprocess.prepare --mode text \
-    --train_data_size "$train_data_size" --val_data_size "$val_data_size"
-
 # success_threshold 5: verl-agent's ALFWorld reward is 10 x won (text mode)
 # the run's overrides; the user's replace those with the same key (see the header)
 ARGS=(
@@ -115,5 +106,20 @@ for arg in "$@"; do
         esac
     fi
 done
+
+# sharpo's settings, checked here in a second, before the data step, Ray and any model
+# (sharpo_train/integrations/engine_settings.py; RayPPOTrainer.__init__ checks them again)
+python3 -c "import sharpo_train.integrations.engine_settings" 2>/dev/null || {
+    echo "error: sharpo is not importable here: pip install --no-deps /path/to/sharpo" >&2; exit 2; }
+python3 -c "import sys; from sharpo_train.integrations.engine_settings import main; sys.exit(main())" \
+    --engine verl-agent "${ARGS[@]}" || exit 2
+python3 -c "import sharpo_train.integrations.verl_agent" || {
+    echo "error: sharpo_train.integrations.verl_agent does not import with this verl" >&2; exit 2; }
+
+# verl-agent's data step: downloads hiyouga/geometry3k from the Hugging Face Hub once; the
+# parquet files it writes under ~/data/verl-agent/text/ only set the modality and the batch
+# counts (the tasks come from the ALFWorld environment)
+python3 -m examples.data_preprocess.prepare --mode text \
+    --train_data_size "$train_data_size" --val_data_size "$val_data_size"
 
 python3 -m verl.trainer.main_ppo "${ARGS[@]}"

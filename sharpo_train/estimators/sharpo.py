@@ -15,7 +15,7 @@ from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
 from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, segment_kind_mask
-from ..step.method_rules import sharpo_step_stats
+from ..step.method_rules import lam_zero_stats, sharpo_step_stats
 from .grpo import episode_advantages
 from .inputs import teacher_fields
 from .registry import ESTIMATORS, CreditOutput, GroupParams, register_estimator
@@ -117,8 +117,8 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
         first = seg
         seg = weigh(silence_raising_segments(teacher, student, batch.segment_ids, base,
                                              first.gap))._replace(gap=first.gap)
-    stats = sharpo_step_stats(seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau,
-                              traj_index=batch.traj_index)
+    stats = lam_zero_stats() if cfg.lam == 0 else sharpo_step_stats(  # lam = 0: no teacher scored
+        seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau, traj_index=batch.traj_index)
     return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
 
 

@@ -15,7 +15,10 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
    last user message; plain-text prompts, with or without a chat template: the hint before
    the prompt text; at most ``max_hint_tokens``, cut with " ..."; the prompt is never
    cut); only completions with a teacher are scored, and nothing is scored at ``lam=0``
-   (the advantage is then A_i on every token);
+   (the advantage is then A_i on every token). The student log-probs are TRL's own: its
+   old-log-prob pass when it runs one, else (its on-policy default) the log-probs of its
+   loss pass, read in ``_compute_loss`` before the loss reads the advantages (the
+   micro-batch's [b, T] advantages are made there); so SHARPO adds the teacher pass only;
 4. segments (``segmenter="tags"``): the <think>/<action> spans of each model turn (a turn =
    a run of completion tokens with ``tool_mask`` 1); a completion with no tag anywhere is
    one segment; ``segmenter="completion"``: always one segment;
@@ -44,7 +47,7 @@ from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
-from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
+from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, StepStatInputs, lam_zero_stats, step_stats, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
@@ -160,6 +163,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
         self._sharpo_lead = leading_special_count(self._tokenizer)
         self._sharpo_conversational = True
         self._sharpo_rewards: Optional[torch.Tensor] = None
+        self._sharpo_pending: Optional[dict[str, Any]] = None   # a generation batch waiting for its
+        self._sharpo_batch: Optional[dict] = None                # loss passes (_compute_loss)
         self.sharpo_last: Optional[dict[str, Any]] = None
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *args, **kwargs):
@@ -230,15 +235,13 @@ class SharpoGRPOTrainer(GRPOTrainer):
         rows = [b for b in range(B) if teacher_prompts[b] is not None]
 
         student = out.get("old_per_token_logps")
+        # TRL skips the old-log-prob pass when old == current policy (its on-policy default):
+        # the student log-probs are then its loss pass's own, read there (_compute_loss)
+        defer = student is None and a.lam > 0
         t_ids = t_attn = None
         with torch.no_grad():
-            if student is None and not rows:  # nothing to compare: the kernel keeps A_i
+            if student is None:               # lam = 0 or deferred: never read here
                 student = torch.zeros(B, C, device=device)
-            elif student is None:             # TRL skips it when old == current policy
-                ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
-                attn = torch.cat([out["prompt_mask"], cmask], dim=1)
-                student, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attn, C, batch_size=self.args.per_device_train_batch_size)
             teacher = student.detach().clone().float()
             if rows:
                 padded = left_pad([teacher_prompts[b] for b in rows], [comp[b] for b in rows], tok.pad_token_id)
@@ -256,15 +259,68 @@ class SharpoGRPOTrainer(GRPOTrainer):
             s = completion_segment_ids(tok, comp[b], turn_mask[b][cmask[b].bool()].tolist(), a.segmenter)
             seg[b, :n] = torch.tensor(s, dtype=torch.long)
         seg = seg.to(device)
-        res = segment_advantage(teacher, student, seg, base, has_teacher=has_teacher, response_mask=loss_mask,
-                                **SharpoCoefficients.of(a).kwargs())
-        self._sharpo_log(res, base, has_teacher)
-        self.sharpo_last = {"teacher_logps": teacher, "student_logps": student, "segment_ids": seg, "base": base,
-                            "has_teacher": has_teacher, "loss_mask": loss_mask, "rewards": rewards,
-                            "peers": peers, "teacher_prompts": teacher_prompts, "prompts": prompts,
-                            "completions": comp, "teacher_input_ids": t_ids, "teacher_attention_mask": t_attn,
-                            "teacher_rows": rows, "advantages": res.advantages, "segments": res}
+        last = {"teacher_logps": teacher, "student_logps": student, "segment_ids": seg, "base": base,
+                "has_teacher": has_teacher, "loss_mask": loss_mask, "rewards": rewards,
+                "peers": peers, "teacher_prompts": teacher_prompts, "prompts": prompts,
+                "completions": comp, "teacher_input_ids": t_ids, "teacher_attention_mask": t_attn,
+                "teacher_rows": rows}
+        if defer:
+            # each row's [B, T] advantage is made in its loss pass (_sharpo_loss_rows); the
+            # rows travel through TRL's shuffle and split with these fields
+            out.update({"sharpo_teacher_logps": teacher, "sharpo_has_teacher": has_teacher,
+                        "sharpo_segment_ids": seg, "sharpo_base": base,
+                        "sharpo_row": torch.arange(B, device=device)})
+            last["student_logps"] = torch.full((B, C), float("nan"), device=device)
+            self._sharpo_pending = {"last": last, "left": B}
+            return out["advantages"]          # TRL's [B] A_i until the loss pass
+        return self._sharpo_finish(last)
+
+    def _sharpo_finish(self, last: dict) -> torch.Tensor:
+        """The step's [B, T] advantages from ``last`` (the step's SHARPO inputs, student
+        log-probs included), its dashboard, ``sharpo_last``; -> the advantages."""
+        res = segment_advantage(last["teacher_logps"], last["student_logps"], last["segment_ids"], last["base"],
+                                has_teacher=last["has_teacher"], response_mask=last["loss_mask"],
+                                **SharpoCoefficients.of(self.args).kwargs())
+        self._sharpo_log(res, last["base"], last["has_teacher"])
+        self.sharpo_last = {**last, "advantages": res.advantages, "segments": res}
         return res.advantages
+
+    def _compute_loss(self, model, inputs):
+        if "sharpo_row" in inputs and inputs["advantages"].dim() == 1:   # deferred, first use
+            self._sharpo_batch = inputs
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._sharpo_batch = None
+        return super()._compute_loss(model, inputs)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                         *args, **kwargs)
+        inputs, self._sharpo_batch = self._sharpo_batch, None
+        if inputs is not None:                # _compute_loss's first pass: the policy on these rows
+            self._sharpo_loss_rows(inputs, out[0].detach())
+        return out
+
+    def _sharpo_loss_rows(self, inputs: dict, student: torch.Tensor) -> None:
+        """A deferred micro-batch: its [b, T] SHARPO advantages from the loss pass's own
+        log-probs ``student`` [b, T] (the old policy: TRL skipped old log-probs because no
+        update happens within the generation batch), written into ``inputs["advantages"]``
+        before TRL's loss reads them (rows are independent in the kernel: one completion =
+        one trajectory). The generation batch's last micro-batch finishes the step."""
+        cmask, tool = inputs["completion_mask"], inputs.get("tool_mask")
+        loss_mask = cmask if tool is None else cmask * tool
+        res = segment_advantage(inputs["sharpo_teacher_logps"], student.float(), inputs["sharpo_segment_ids"],
+                                inputs["sharpo_base"], has_teacher=inputs["sharpo_has_teacher"],
+                                response_mask=loss_mask, **SharpoCoefficients.of(self.args).kwargs())
+        inputs["advantages"] = res.advantages
+        pending = self._sharpo_pending
+        rows = inputs["sharpo_row"]
+        pending["last"]["student_logps"][rows] = student.float()
+        pending["left"] -= len(rows)
+        if pending["left"] == 0:
+            self._sharpo_pending = None
+            self._sharpo_finish(pending["last"])
 
     def _sharpo_teacher_prompt(self, prompt: list[int], hint: str) -> Optional[list[int]]:
         """Teacher prompt ids for one row: the hint at the end of the last user message
@@ -283,10 +339,14 @@ class SharpoGRPOTrainer(GRPOTrainer):
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
         """The trainer's ``sharpo/*`` dashboard (``credit.step_stats``; one completion = one
         trajectory) over every process's completions of the step, into TRL's metrics."""
+        m = self._metrics["train"]
+        if self.args.lam == 0:                # SHARPO is GRPO exactly; nothing scored (§4)
+            for key, value in lam_zero_stats().items():
+                m[key].append(float(value))
+            return
         parts = StepStatInputs.of(res, base, has_teacher)
         if self.accelerator.num_processes > 1:
             from accelerate.utils import gather_object
             parts = StepStatInputs.cat(gather_object([StepStatInputs.cat([parts])]))
-        m = self._metrics["train"]
         for key, value in step_stats(parts, alpha=self.args.alpha, tau=self.args.tau).items():
             m[key].append(float(value))

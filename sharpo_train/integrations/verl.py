@@ -9,7 +9,8 @@ the episode; every row of an episode carries the episode's reward on its last va
   verl-agent's ``compute_grpo_outcome_advantage``, whichever signature) of the episode,
   each episode counted once in its group; ``traj_uid`` becomes the kernel's
   ``traj_index`` (docs/training.md), so mbar is taken over the whole episode.
-- ``sharpo_settings``: ``algorithm.sharpo.*`` checked (unknown keys and bad values refused).
+- ``sharpo_settings`` / ``check_config`` (engine_settings.py, verl-free): ``algorithm.sharpo.*`` checked
+  (unknown keys, look-alike sections and bad values refused), at ``SharpoTrainerMixin.__init__``.
 - ``"sharpo"`` is registered with ``@register_adv_est`` so ``algorithm.adv_estimator=sharpo``
   validates; the registered function cannot see teacher log-probs (verl passes an estimator
   only rewards, mask, uid and config) and says so: the trainer mixin routes the name.
@@ -25,7 +26,6 @@ the episode; every row of an episode carries the episode's reward on its last va
 from __future__ import annotations
 
 import inspect
-from types import SimpleNamespace
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -34,13 +34,12 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
-from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.checks import check_int, is_int
-from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
-from sharpo_train.errors import did_you_mean
+from sharpo_kernels import SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
+from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, lam_zero_stats, sharpo_step_stats, successful_peers
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
-from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids, insert_hint, left_pad,
-                                              response_segment_ids)
+from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad, response_segment_ids
+# algorithm.sharpo.* (DEFAULTS) and their checks, verl-free (engine_settings.py)
+from sharpo_train.integrations.engine_settings import DEFAULTS, check_config, sharpo_settings  # noqa: F401
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -48,11 +47,6 @@ except ImportError:  # pragma: no cover - the [verl] extra installs it
     tq = None
 
 TEACHER_KEY_PREFIX = "sharpoteacher"
-# algorithm.sharpo.*: the kernel's coefficients (sharpo_kernels.SharpoCoefficients), then the
-# hint's budget and template (sharpo_train/hint.py)
-DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
-                max_hint_tokens=HINT_DEFAULTS.max_hint_tokens, max_teacher_prompt_length=None,
-                hint_template=HINT_DEFAULTS.template)
 
 
 def _nonneg_index(values: np.ndarray) -> torch.Tensor:
@@ -148,8 +142,8 @@ def compute_sharpo_advantage(data: DataProto, coefficients: SharpoCoefficients =
                             response_mask=b["response_mask"], traj_index=traj_index, **coefficients.kwargs())
     data.batch["advantages"] = seg.advantages
     data.batch["returns"] = seg.advantages.clone()
-    data.meta_info["sharpo_metrics"] = sharpo_step_stats(seg, base, has_teacher, alpha=coefficients.alpha,
-                                                         tau=coefficients.tau, traj_index=traj_index)
+    data.meta_info["sharpo_metrics"] = lam_zero_stats() if coefficients.lam == 0 else sharpo_step_stats(
+        seg, base, has_teacher, alpha=coefficients.alpha, tau=coefficients.tau, traj_index=traj_index)
     return data
 
 
@@ -170,43 +164,6 @@ def register() -> None:
         _register_trainer()
     except ImportError:   # a verl without the v1 trainer (e.g. verl-agent's fork): DataProto API only
         pass
-
-
-def sharpo_settings(algorithm, max_prompt_length: int, extra: Optional[dict] = None) -> dict[str, Any]:
-    """``algorithm.sharpo.*`` (a mapping, or absent) merged over ``DEFAULTS`` and checked.
-
-    An unknown key (a typo such as ``lamda``) raises ValueError naming it, the nearest known
-    key and every known key; values by ``common.check_sharpo_settings`` (TRL's check too).
-    ``max_teacher_prompt_length`` defaults to ``max_prompt_length + max_hint_tokens``.
-    ``extra``: an engine's own keys with their defaults (verl-agent's ``base``), known
-    keys too; their values are returned unchecked (the engine checks them).
-    """
-    user = algorithm.get("sharpo", None) if hasattr(algorithm, "get") else None
-    user = {} if user is None else user
-    if not hasattr(user, "keys"):
-        raise TypeError(f"algorithm.sharpo: expected a mapping of settings, got {type(user).__name__}")
-    known = {**DEFAULTS, **(extra or {})}
-    unknown = [str(k) for k in user.keys() if k not in known]
-    if unknown:
-        named = ", ".join(f"{k!r}{did_you_mean(k, known)}" for k in unknown)
-        raise ValueError(f"algorithm.sharpo: unknown key {named}; known keys: {', '.join(known)}")
-    cfg = {k: user[k] if k in user else v for k, v in known.items()}
-    try:
-        check_sharpo_settings(SimpleNamespace(**cfg))
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"algorithm.sharpo.{e}") from None
-    for key in (*COEFFICIENT_NAMES, "success_threshold"):
-        cfg[key] = float(cfg[key])
-    v = cfg["max_teacher_prompt_length"]
-    if v is not None:
-        check_int(v, "algorithm.sharpo.max_teacher_prompt_length", 1)
-    if cfg["max_teacher_prompt_length"] is None:
-        if not is_int(max_prompt_length):
-            raise ValueError(f"data.max_prompt_length: expected an int (the teacher prompt's default length "
-                             f"builds on it), got {max_prompt_length!r}; or set "
-                             "algorithm.sharpo.max_teacher_prompt_length")
-        cfg["max_teacher_prompt_length"] = max_prompt_length + cfg["max_hint_tokens"]
-    return cfg
 
 
 # ----------------------------------------------------------------- teacher batch
@@ -309,6 +266,13 @@ class SharpoTrainerMixin:
     ``data.max_prompt_length + max_hint_tokens``).
     """
 
+    def __init__(self, config, *args, **kwargs):
+        # settings checked at construction (verl's TaskRunnerV1 builds the trainer before
+        # trainer.init() starts workers and loads models): engine_settings.check_config
+        if str(config.algorithm.adv_estimator) == "sharpo":
+            check_config(config, "verl")
+        super().__init__(config, *args, **kwargs)
+
     def _sharpo_settings(self) -> dict[str, Any]:
         return sharpo_settings(self.config.algorithm, self.config.data.max_prompt_length)
 
@@ -333,6 +297,12 @@ class SharpoTrainerMixin:
         uid, traj_uid = keys_to_uids(keys)
         data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"] = uid, traj_uid
 
+        if cfg["lam"] == 0.0:      # SHARPO's base exactly: no teacher batch, no teacher pass (§4)
+            has_teacher = torch.zeros(len(keys), dtype=torch.bool)
+            data.batch["teacher_log_probs"] = data.batch["old_log_probs"].clone()
+            data.batch["sharpo_has_teacher"] = has_teacher
+            data.batch["sharpo_segment_ids"] = torch.full((len(keys), R), -1, dtype=torch.long)
+            return self._sharpo_put(batch, keys, td, data, metrics, cfg)
         rewards = data.batch["token_level_rewards"].sum(-1).tolist()
         teacher = build_teacher_batch(
             self.tokenizer, prompts, responses, uid, traj_uid, rewards,
@@ -349,7 +319,11 @@ class SharpoTrainerMixin:
         data.batch["teacher_log_probs"] = teacher_lp
         data.batch["sharpo_has_teacher"] = has_teacher
         data.batch["sharpo_segment_ids"] = build_segment_ids(self.tokenizer, responses, R)
+        return self._sharpo_put(batch, keys, td, data, metrics, cfg)
 
+    def _sharpo_put(self, batch, keys: list[str], td, data: DataProto, metrics: dict, cfg: dict):
+        """compute_sharpo_advantage on ``data``, its ``sharpo/*`` metrics into ``metrics``,
+        ``advantages``/``returns`` back into TransferQueue (nested, as verl stores them)."""
         data = compute_sharpo_advantage(
             data, SharpoCoefficients.of(cfg),
             norm_adv_by_std=self.config.algorithm.get("norm_adv_by_std_in_grpo", True))

@@ -48,16 +48,13 @@ import numpy as np
 import torch
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage
-from sharpo_train.checks import check_int
 from sharpo_train.envs.turn_prompt import parse_action
-from sharpo_train.hint import HINT_DEFAULTS, render_lines
-from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages, sharpo_settings
-from sharpo_train.step.method_rules import sharpo_step_stats
+from sharpo_train.hint import render_lines
+from sharpo_train.integrations.engine_settings import AGENT_KEYS, BASES, _get, agent_settings, check_config  # noqa: F401
+from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages
+from sharpo_train.step.method_rules import lam_zero_stats, sharpo_step_stats
 
 ROW_KEY = "sharpo_row"
-BASES = ("grpo", "gigpo", "episode_grpo")      # algorithm.sharpo.base
-AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
-              "max_observation_chars": HINT_DEFAULTS.max_observation_chars}
 _NEEDS_TENSORS = ("prompts", "responses", "attention_mask", "response_mask", "token_level_rewards",
                   "old_log_probs", "advantages")
 _NEEDS_NON_TENSORS = ("uid", "traj_uid", "episode_rewards")
@@ -80,25 +77,6 @@ def unique_rows(marks) -> tuple[np.ndarray, np.ndarray]:
                          f"shape {marks.shape}")
     _, first, back = np.unique(marks, return_index=True, return_inverse=True)
     return first, back.reshape(-1)
-
-
-def _get(cfg, path: str, default):
-    for part in path.split("."):
-        if cfg is None or not hasattr(cfg, "get"):
-            return default
-        cfg = cfg.get(part, None)
-    return default if cfg is None else cfg
-
-
-def agent_settings(config) -> dict[str, Any]:
-    """``algorithm.sharpo.*`` checked (verl.sharpo_settings plus verl-agent's ``base`` and
-    ``max_observation_chars``)."""
-    cfg = sharpo_settings(config.algorithm, _get(config, "data.max_prompt_length", None), extra=AGENT_KEYS)
-    if cfg["base"] not in BASES:
-        raise ValueError(f"algorithm.sharpo.base: expected one of {list(BASES)}, got {cfg['base']!r}")
-    v = cfg["max_observation_chars"]
-    check_int(v, "algorithm.sharpo.max_observation_chars", 0)
-    return cfg
 
 
 def base_estimator(config) -> str:
@@ -253,8 +231,7 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
         if base_name == "episode_grpo":
             adv = (base + penalty)[:, None] * resp_mask.float()
             b["advantages"], b["returns"] = adv[back_t], adv[back_t].clone()
-        metrics.update({"sharpo/teacher_coverage": 0.0, "sharpo/gap_mean": 0.0, "sharpo/weight_mean": 1.0,
-                        "sharpo/segments_scored": 0.0})
+        metrics.update(lam_zero_stats())
         return batch, metrics
 
     prompt_mask = b["attention_mask"][idx, :P].bool()

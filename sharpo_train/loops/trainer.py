@@ -44,6 +44,7 @@ from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
 from ..estimators import ESTIMATORS, CreditOutput
+from ..estimators.sharpo import base_row_advantages
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -318,17 +319,24 @@ class Trainer:
         its hint (``batch.hints``; hint.py, cut by ``teacher.hint_scope``) and the teacher
         rows: prompt + hint | the row's response (step/teacher.py)."""
         cfg, n = self.cfg, batch.num_episodes
+        # SHARPO at lam = 0 is its base exactly (docs/method.md §4): no teacher to score
+        needs = self.estimator.needs_teacher and getattr(self.params, "lam", None) != 0
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
-                            if self.estimator.needs_teacher else [None] * n)
+                            if needs else [None] * n)
         hint = cfg.teacher.hint_settings()
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
         row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
                     if hint.scope == SCOPE_TO_TURN else None)
+        # SHARPO over another base (GiGPO): skip_zero_advantage reads each row's own base
+        # advantage, whose step term may be non-zero where the episode's GRPO A_i is 0
+        row_adv = (base_row_advantages(batch, self.params)[0]
+                   if needs and cfg.teacher.skip_zero_advantage and
+                   getattr(self.params, "base", "grpo") != "grpo" else None)
         return teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                             max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                             skip_zero_advantage=cfg.teacher.skip_zero_advantage,
                             placement=hint.placement, task_prefix=self.spec.task_line_prefix,
-                            row_hint=row_hint)
+                            row_hint=row_hint, row_adv=row_adv)
 
     def score_policy(self, batch: StepBatch, teachers: TeacherRows, seqs: list, counts: list,
                      step: int) -> int:

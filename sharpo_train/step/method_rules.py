@@ -24,7 +24,7 @@ import torch
 
 __all__ = ["SUCCESS_THRESHOLD", "TEACHER_CHOICES", "successful_peers", "grouped_normalise", "group_advantages",
            "scored_segments", "covered_trajectories", "teacher_coverage", "StepStatInputs", "step_stats",
-           "sharpo_step_stats"]
+           "sharpo_step_stats", "lam_zero_stats"]
 
 # ---------------------------------------------------------------------------- teacher rule
 
@@ -198,3 +198,14 @@ def sharpo_step_stats(seg, base: torch.Tensor, has_teacher: torch.Tensor, *, alp
                       tau: float, traj_index: Optional[torch.Tensor] = None) -> dict:
     """``step_stats`` of one process's step (``StepStatInputs.of``; shapes there)."""
     return step_stats(StepStatInputs.of(seg, base, has_teacher, traj_index), alpha=alpha, tau=tau)
+
+
+def lam_zero_stats() -> dict:
+    """The ``sharpo/*`` dashboard at lam = 0, where SHARPO is its base exactly and no teacher
+    is scored (docs/method.md §4: the multiplier (1 - lam) + lam * rho * w is 1): coverage 0,
+    weights and length factors 1, gaps 0, nothing scored. The same keys as ``step_stats``
+    in every engine (trainer, verl, verl-agent, TRL)."""
+    return {"sharpo/teacher_coverage": 0.0, "sharpo/gap_mean": 0.0, "sharpo/gap_std": 0.0,
+            "sharpo/weight_mean": 1.0, "sharpo/weight_min": 1.0, "sharpo/weight_max": 1.0,
+            "sharpo/clipped_frac": 0.0, "sharpo/length_factor_min": 1.0,
+            "sharpo/length_factor_max": 1.0, "sharpo/segments_scored": 0}

@@ -116,10 +116,13 @@ class TeacherRows:
 def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torch.Tensor, *,
                  max_prompt_tokens: int, skip_zero_advantage: bool = True,
                  placement: str = H.PLACEMENT_AFTER_TASK,
-                 task_prefix: str = TASK_LINE_PREFIX, row_hint=None) -> TeacherRows:
+                 task_prefix: str = TASK_LINE_PREFIX, row_hint=None,
+                 row_adv: Optional[torch.Tensor] = None) -> TeacherRows:
     """The teacher rows of a ``StepBatch`` (batch.py): row b gets one when its episode
     e = traj_index[b] has a hint (``hints`` [N]), A_e != 0 unless ``skip_zero_advantage``
-    is off (``episode_adv`` [N]), and the hint fits (``teacher_prompt``); a row that
+    is off (``episode_adv`` [N]; ``row_adv`` [B], when given, is each row's own base
+    advantage and replaces it: SHARPO over GiGPO, whose step term may be non-zero where
+    A_e is 0), and the hint fits (``teacher_prompt``); a row that
     would get one but has no room for its hint goes to ``neutral`` (module docstring).
     The teacher sequence is that turn's user text with the hint placed as ``placement``
     says (``hint.place_hint``; ``task_prefix``: the env's task line), chat-templated, then
@@ -128,9 +131,12 @@ def teacher_rows(tokenizer, batch, hints: list[Optional[str]], episode_adv: torc
     if placement not in H.HINT_PLACEMENTS:
         raise ValueError(f"teacher.hint_placement: expected one of {H.HINT_PLACEMENTS}, "
                          f"got {placement!r}")
+    if row_adv is not None and tuple(row_adv.shape) != (len(batch),):
+        raise ValueError(f"row_adv: expected shape ({len(batch)},), got {tuple(row_adv.shape)}")
     out = TeacherRows([], [], [])
     for b, (e, t) in enumerate(zip(batch.episode, batch.turn)):
-        if hints[e] is None or (skip_zero_advantage and episode_adv[e] == 0):
+        adv = episode_adv[e] if row_adv is None else row_adv[b]
+        if hints[e] is None or (skip_zero_advantage and adv == 0):
             continue
         turn = batch.episodes[e].turns[t]
         hint = hints[e] if row_hint is None else row_hint(e, t)

@@ -28,7 +28,9 @@ n=$(ls {tmp / 'calls'} | wc -l)
 printf '%s\\0' "$@" > {tmp / 'calls'}/$n
 """)
     fake.chmod(0o755)
-    env = dict(os.environ, PATH=f"{tmp / 'bin'}:{os.environ['PATH']}",
+    # python3 -c imports this tree's sharpo_train (the one under test), whatever is installed
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PATH=f"{tmp / 'bin'}:{os.environ['PATH']}", PYTHONPATH=path,
                VERL_AGENT_DIR=str(verl_agent_dir), HOME=str(home or tmp))
     proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True)
     if proc.returncode != 0:

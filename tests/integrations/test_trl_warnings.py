@@ -117,11 +117,10 @@ def test_multi_turn_hint_keeps_the_turn_structure(tmp_path, caplog):
 
 
 def test_docs_walk_reward_scores_smollm2_answers():
-    """The reward of docs/integrations.md's TRL walk on SmolLM2-135M-Instruct's own replies
-    (sampled at temperature 1 for "What is a + b? Answer with the number only."): it restates
-    the question before the sum, so a reward reading the first number scored none of them
-    and SHARPO never had a teacher."""
-    import re
+    """The reward of docs/integrations.md's TRL walk on SmolLM2-135M-Instruct's own kind of
+    replies (sampled at temperature 1 for "What is the capital of Japan? Answer with one
+    word."): it often answers in a sentence, so the capital anywhere in the reply counts,
+    in any case; a reply without it does not."""
     import textwrap
     from pathlib import Path
 
@@ -130,11 +129,12 @@ def test_docs_walk_reward_scores_smollm2_answers():
     code = textwrap.dedent(walk[walk.index("```python") + len("```python"):].split("```")[0])
     source = code[code.index("def correct"):]
     source = source[:source.index("\n\n")]
-    scope = {"re": re}
+    scope = {}
     exec(source, scope)
-    replies = [("The answer is 7", "7", 1.0), ("7 + 8 = 15.", "15", 1.0),
-               ("2 + 5 = 7 I'm an AI designed to clarify your query. 5 is just 2 more than 2.", "7", 1.0),
-               ("2 + 5 = 8", "7", 0.0), ("7 + 7 = 9", "15", 0.0), ("3 + 4 = ...", "7", 0.0)]
+    replies = [("Tokyo", "Tokyo", 1.0), ("The capital of Japan is Tokyo, although New York City", "Tokyo", 1.0),
+               ("PARIS.", "Paris", 1.0), ("Il Collas Di Terra: The White City of Rome", "Rome", 1.0),
+               ("Spain is the capital of Spain and this answer is 'Spain'", "Madrid", 0.0),
+               ("Aw, wow. I'm sorry to have you here", "Paris", 0.0)]
     got = scope["correct"]([[{"role": "assistant", "content": r}] for r, _, _ in replies],
                            [a for _, a, _ in replies])
     assert got == [want for _, _, want in replies]

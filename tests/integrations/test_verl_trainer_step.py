@@ -85,7 +85,7 @@ ROWS = [  # uid, session, index, reward, user text, response text
 ]
 
 
-def make_trainer(tq_fake, monkeypatch, estimator="sharpo"):
+def make_trainer(tq_fake, monkeypatch, estimator="sharpo", lam=0.3):
     from omegaconf import OmegaConf
     from transfer_queue import KVBatchMeta
     from verl.trainer.ppo.v1 import get_trainer_cls, trainer_base
@@ -102,7 +102,7 @@ def make_trainer(tq_fake, monkeypatch, estimator="sharpo"):
     trainer.config = OmegaConf.create({
         "algorithm": {"adv_estimator": estimator, "use_kl_in_reward": False, "norm_adv_by_std_in_grpo": True,
                       "gamma": 1.0, "lam": 1.0,
-                      "sharpo": {"lam": 0.3, "alpha": 0.5, "tau": 0.5, "max_hint_tokens": 48}},
+                      "sharpo": {"lam": lam, "alpha": 0.5, "tau": 0.5, "max_hint_tokens": 48}},
         "data": {"max_prompt_length": 256},
         "actor_rollout_ref": {"rollout": {"temperature": 1.0, "calculate_log_probs": False, "n": 3},
                               "actor": {"loss_agg_mode": "token-mean", "loss_scale_factor": None}},
@@ -200,3 +200,31 @@ def test_other_estimators_go_to_verl(monkeypatch):
     monkeypatch.setattr(PPOTrainer, "_compute_advantage", lambda self, b, m: called.append(b) or b)
     trainer._compute_advantage(meta, {})
     assert called == [meta] and trainer.actor_rollout_wg.calls == 0
+
+
+def test_lam_zero_runs_no_teacher_pass_and_gives_grpo(monkeypatch):
+    """lam = 0 costs nothing beyond verl's own GRPO step: no teacher batch, no
+    compute_log_prob call after verl's old-log-prob pass; the advantages are GRPO's over
+    episodes and the dashboard says so (coverage 0, weight 1)."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    fake = FakeTQ()
+    trainer, meta, model, tok, rows = make_trainer(fake, monkeypatch, lam=0.0)
+    metrics: dict = {}
+    meta = PPOTrainer._compute_old_log_prob(trainer, meta, metrics)
+    assert trainer.actor_rollout_wg.calls == 1
+    trainer._compute_advantage(meta, metrics)
+    assert trainer.actor_rollout_wg.calls == 1                              # no teacher pass
+    assert sorted(fake.store["train"]) == sorted(meta.keys)
+    assert metrics["sharpo/teacher_coverage"] == 0.0 and metrics["sharpo/weight_mean"] == 1.0
+    assert metrics["sharpo/segments_scored"] == 0
+
+    episodes = sorted({(u, s) for u, s, *_ in ROWS}, key=[(u, s) for u, s, *_ in ROWS].index)
+    ep_of = [episodes.index((u, s)) for u, s, *_ in ROWS]
+    ep_r = [next(r for (u, s, _, r, *_) in ROWS if (u, s) == e) for e in episodes]
+    a_ep = grpo_verl(ep_r, [u for u, _ in episodes])
+    got = fake.kv_batch_get(meta.keys, "train", ["advantages", "returns"])
+    for b, (adv, ret) in enumerate(zip(got["advantages"].unbind(0), got["returns"].unbind(0))):
+        want = torch.full_like(adv, float(a_ep[ep_of[b]]))
+        torch.testing.assert_close(adv, want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ret, want, rtol=1e-5, atol=1e-6)

@@ -72,13 +72,13 @@ def script_sampling(model, tok, pick, seed=0):
 def record_steps(trainer):
     """Wrap the trainer so every SHARPO step is kept with an independent check of its teacher
     log-probs: a separate full forward pass of ``teacher prompt + completion`` per row, done
-    right away (before the optimizer changes the weights). Also keeps the advantages that
-    reach ``_compute_loss``."""
+    right away (when the step's last row got its advantage, before the optimizer changes
+    the weights). Also keeps the advantages TRL's loss read in ``_compute_loss``."""
     steps, losses = [], []
-    inner = trainer._sharpo_advantages
+    inner = trainer._sharpo_finish           # a step's advantages, all its rows scored
 
-    def wrapped(out):
-        adv = inner(out)
+    def wrapped(pending):
+        adv = inner(pending)
         last = dict(trainer.sharpo_last)
         model = trainer.model
         ref = torch.zeros_like(last["teacher_logps"])
@@ -95,12 +95,13 @@ def record_steps(trainer):
         steps.append(last)
         return adv
 
-    trainer._sharpo_advantages = wrapped
+    trainer._sharpo_finish = wrapped
     inner_loss = trainer._compute_loss
 
     def loss(model, inputs):
-        losses.append(inputs["advantages"].detach().clone())
-        return inner_loss(model, inputs)
+        out = inner_loss(model, inputs)
+        losses.append(inputs["advantages"].detach().clone())    # as the loss read them
+        return out
 
     trainer._compute_loss = loss
     return steps, losses
@@ -116,7 +117,9 @@ def train_recorded(trainer, num_steps: int = 3):
     return steps, losses
 
 
-def config(tmp_path, **kw):
+def config(tmp_path, plain_trl=False, **kw):
+    """The tests' SharpoConfig; ``plain_trl``: TRL's own GRPOConfig with the same settings
+    (SHARPO's left out)."""
     from sharpo_train.integrations.trl import SharpoConfig
 
     base = dict(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=8, num_generations=4,
@@ -124,6 +127,10 @@ def config(tmp_path, **kw):
                 save_strategy="no", learning_rate=1e-3, seed=0, lam=0.5, tau=0.5, max_hint_tokens=64,
                 log_completions=False, disable_tqdm=True)
     base.update(kw)
+    if plain_trl:
+        from trl import GRPOConfig
+
+        return GRPOConfig(**{k: v for k, v in base.items() if k in GRPOConfig.__dataclass_fields__})
     return SharpoConfig(**base)
 
 

@@ -5,8 +5,9 @@ verl-agent tree, this repository and its tests/ folder (verl-agent brings its ow
 Everything below is verl-agent's own code except the actor worker group
 (verl_support.CpuActorWorkerGroup; its FSDP workers need GPUs) and the tiny CPU model:
 1. configs/verl_agent/ray_trainer.patch applies to the tree (``git apply --check``);
-2. the unpatched RayPPOTrainer refuses adv_estimator=sharpo, the patched one accepts it,
-   and its fit() marks rows and picks the base estimator right after the rollout (before
+2. the unpatched RayPPOTrainer refuses adv_estimator=sharpo, the patched one accepts it
+   and checks algorithm.sharpo.* in __init__ (a typo, a bad value, a bad base refused;
+   algorithm.lam, verl's GAE lambda, warned), and its fit() marks rows and picks the base estimator right after the rollout (before
    the GiGPO step returns, adjust_batch and _balance_batch), runs compute_advantage with
    that base and then sharpo_advantage;
 3. configs/verl_agent/run_alfworld_sharpo.sh (its python3 calls recorded, not run) runs
@@ -99,9 +100,11 @@ def check_launch(src: Path, patched_root: Path) -> None:
     check(base_estimator(over) == "gigpo", "base")
 
 
-def trainer_accepts_sharpo(rt) -> bool:
+def trainer_accepts_sharpo(rt, sharpo=None, lam=1.0) -> bool:
     """RayPPOTrainer.__init__ up to its estimator check (the dataloader and config checks,
-    which need datasets and GPUs counts, are skipped)."""
+    which need datasets and GPUs counts, are skipped; so does everything that starts a
+    worker or loads a model, which comes after __init__). ``sharpo``: algorithm.sharpo.*,
+    ``lam``: algorithm.lam (verl's GAE lambda)."""
     from omegaconf import OmegaConf
 
     class Probe(rt.RayPPOTrainer):
@@ -111,8 +114,11 @@ def trainer_accepts_sharpo(rt) -> bool:
         def _create_dataloader(self, *args, **kwargs):
             pass
 
+    algorithm = {"adv_estimator": "sharpo", "use_kl_in_reward": False, "lam": lam}
+    if sharpo is not None:
+        algorithm["sharpo"] = sharpo
     cfg = OmegaConf.create({"actor_rollout_ref": {"hybrid_engine": True, "model": {"lora_rank": 0}},
-                            "algorithm": {"adv_estimator": "sharpo", "use_kl_in_reward": False}})
+                            "algorithm": algorithm, "data": {"max_prompt_length": PLEN}})
     try:
         t = Probe(cfg, tokenizer=None, role_worker_mapping={rt.Role.ActorRollout: object},
                   resource_pool_manager=None)
@@ -257,6 +263,20 @@ def main(src: Path) -> None:
     check(rt.AdvantageEstimator("sharpo") == "sharpo", "AdvantageEstimator has no 'sharpo'")
     check(not trainer_accepts_sharpo(original), "the unpatched trainer should refuse sharpo")
     check(trainer_accepts_sharpo(rt), "the patched trainer refuses sharpo")
+    # settings checked by the patched __init__ (before init_workers loads a model)
+    for bad, want in (({"lamda": 0.3}, "did you mean 'lam'"), ({"lam": 1.5}, "algorithm.sharpo.lam"),
+                      ({"base": "gipgo"}, "algorithm.sharpo.base")):
+        try:
+            trainer_accepts_sharpo(rt, bad)
+        except ValueError as e:
+            check(want in str(e), f"{bad}: {e}")
+        else:
+            raise AssertionError(f"the patched trainer accepted algorithm.sharpo={bad}")
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check(trainer_accepts_sharpo(rt, {"lam": 0.3}, lam=0.3), "algorithm.lam=0.3 refused")
+    check(any("GAE lambda" in str(w.message) for w in seen), "no warning for algorithm.lam next to sharpo")
     fit = inspect.getsource(rt.RayPPOTrainer.fit)
     at = [fit.find(s) for s in ("mark_rows(batch)", "AdvantageEstimator(base_estimator(self.config))",
                                 "if adv_estimator == AdvantageEstimator.GiGPO:", "adjust_batch(self.config, batch)",

@@ -1,0 +1,79 @@
+"""sharpo_train/integrations/engine_settings.py without verl: ``algorithm.sharpo.*`` and its
+look-alikes, the GAE ``algorithm.lam`` warning, Hydra-style launch overrides. The same
+checks run at trainer construction in verl (test_verl_construction.py) and verl-agent
+(configs/verl_agent/ray_trainer.patch; verl_agent_checkout.py)."""
+import warnings
+
+import pytest
+
+from sharpo_train.integrations.engine_settings import (agent_settings, check_config, check_overrides,
+                                                       overrides_config, sharpo_settings)
+
+
+def config(sharpo=None, lam=1.0, **algorithm):
+    alg = {"adv_estimator": "sharpo", "lam": lam, **algorithm}
+    if sharpo is not None:
+        alg["sharpo"] = sharpo
+    return {"algorithm": alg, "data": {"max_prompt_length": 100}}
+
+
+@pytest.mark.parametrize("section", ["sharp", "SHARPO", "sharpo_lam", "shapro", "Sharpo", "sharpO"])
+def test_look_alike_sections_are_refused(section):
+    with pytest.raises(ValueError, match=rf"algorithm\.{section}: unknown section \(did you mean 'sharpo'\?\)"):
+        sharpo_settings({section: {"lam": 0.3}}, 100)
+
+
+@pytest.mark.parametrize("key", ["gamma", "lam", "adv_estimator", "kl_ctrl", "gigpo", "norm_adv_by_std_in_grpo"])
+def test_verls_own_algorithm_keys_are_not_look_alikes(key):
+    assert sharpo_settings({key: 1, "sharpo": {"lam": 0.3}}, 100)["lam"] == 0.3
+
+
+def test_unknown_keys_get_a_did_you_mean_and_engine_keys_count_only_where_they_exist():
+    with pytest.raises(ValueError, match=r"unknown key 'lamda' \(did you mean 'lam'\?\)"):
+        sharpo_settings({"sharpo": {"lamda": 0.3}}, 100)
+    with pytest.raises(ValueError, match=r"unknown key 'base'"):           # verl has no base
+        check_config(config({"base": "gigpo"}), "verl")
+    assert agent_settings(config({"base": "gigpo"}))["base"] == "gigpo"
+    with pytest.raises(ValueError, match=r"algorithm\.sharpo\.base"):
+        check_config(config({"base": "gipgo"}), "verl-agent")
+    with pytest.raises(ValueError, match="engine"):
+        check_config(config(), "verl_agent")
+
+
+@pytest.mark.parametrize("lam, warns", [(1.0, False), (None, False), (0.3, True), (0.95, True), ("x", True)])
+def test_gae_lam_warning_names_gae_and_sharpos_own_lam(lam, warns):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_config(config({"lam": 0.1}, lam=lam), "verl-agent")
+    got = [str(w.message) for w in seen if "GAE" in str(w.message)]
+    assert bool(got) == warns
+    if warns:
+        assert f"algorithm.lam={lam} is verl's GAE lambda" in got[0] and "algorithm.sharpo.lam (now 0.1)" in got[0]
+
+
+def test_kl_in_reward_is_refused_at_construction():
+    with pytest.raises(ValueError, match="algorithm.use_kl_in_reward"):
+        check_config(config(use_kl_in_reward=True))
+
+
+def test_overrides_are_read_as_hydra_reads_simple_values():
+    got = overrides_config(["+algorithm.sharpo.lam=0.3", "++algorithm.sharpo.max_hint_tokens=64",
+                            "algorithm.sharpo.hint_template='Try: {hint}'", "data.max_prompt_length=2048",
+                            "algorithm.sharpo.max_teacher_prompt_length=null", "~trainer.logger",
+                            "data.train_files=/x/a=b.parquet"])
+    assert got == {"algorithm": {"sharpo": {"lam": 0.3, "max_hint_tokens": 64, "hint_template": "Try: {hint}",
+                                            "max_teacher_prompt_length": None}},
+                   "data": {"max_prompt_length": 2048, "train_files": "/x/a=b.parquet"}}
+    cfg = check_overrides(["algorithm.adv_estimator=sharpo", "+algorithm.sharpo.lam=0.3",
+                           "data.max_prompt_length=2048"])
+    assert cfg["lam"] == 0.3 and cfg["max_teacher_prompt_length"] == 2048 + 512
+
+
+def test_main_exits_2_with_one_line(capsys):
+    from sharpo_train.integrations.engine_settings import main
+
+    assert main(["--engine", "verl-agent", "+algorithm.sharpo.lamda=0.3", "data.max_prompt_length=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: algorithm.sharpo: unknown key 'lamda' (did you mean 'lam'?)")
+    assert err.count("\n") == 1
+    assert main(["+algorithm.sharpo.lam=0.3", "data.max_prompt_length=8"]) == 0
