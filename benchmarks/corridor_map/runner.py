@@ -1,0 +1,175 @@
+"""Running one unit of the map (grid.py) and filing its results.
+
+A cell's run folder (``RUNS/<cell>``, outside the repository) is an ordinary `sharpo
+compare` folder: the warm start is made by the compare recipe itself
+(recipes/compare.py ``run_compare`` with no arm: tasks, demos, sft, eval/warm-start) and
+each RL run gets the trainer config that `sharpo compare` gives it
+(``phases.train_config`` with the run's ``compare_runs`` overrides), in the same
+``runs/<slug>-seed<k>`` folder. So ``Cell.compare_command()`` run in one process
+reproduces the cell's runs. Unlike the compare, each RL run writes its own record
+(``unit.json``) instead of the shared pipeline.json, so that two runs of one cell may run
+at once.
+
+What comes back into the repository (``RESULTS/<cell>/``): ``warm.json`` (the warm
+start's evaluation, its SFT summary, the diagnosis of warm.py and the sha256 of its
+weights) and per RL run ``<slug>-seed<k>/{eval.json, metrics.jsonl, unit.json}``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .grid import RUN_FILES, UNIT_FILE, WARM_FILE, Cell, Unit
+
+
+def write_json(path: Path, obj) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextmanager
+def cell_lock(folder: Path):
+    """One process at a time makes a cell's warm start (two RL runs of a cell that find it
+    missing, in a fresh session, must not both train it)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)    # the lock beside the folder: the
+    with open(folder.parent / f".{folder.name}.lock", "w") as f:   # compare wants it its own
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def plan_of(cell: Cell, runs: Path, seeds, arms, quick: bool = False):
+    """The cell's PipelinePlan, exactly as `sharpo compare` builds it from the cell's
+    command line (commands/compare.py)."""
+    from sharpo_train.recipes.schema import CompareConfig
+    from sharpo_train.recipes.settings import PipelinePlan
+    plan = PipelinePlan.from_args(Path(runs) / cell.name, cell.overrides(), quick,
+                                  "benchmarks/map.py (" + cell.compare_command(
+                                      str(Path(runs) / cell.name), seeds, arms) + ")",
+                                  settings_cls=CompareConfig)
+    plan.settings.seeds = list(seeds)
+    plan.settings.methods = list(arms)
+    return plan
+
+
+def build_warm(cell: Cell, runs: Path, seeds, arms, echo=print, quick: bool = False):
+    """The cell's warm start in RUNS/<cell> (skipped where pipeline.json has it done);
+    returns (plan, env recipe, PhaseLog)."""
+    from sharpo_train.recipes import phases
+    from sharpo_train.recipes.compare import run_compare
+    plan = plan_of(cell, runs, seeds, arms, quick)
+    with cell_lock(plan.out):
+        run_compare(plan, [], list(seeds), echo=echo)
+    return plan, phases.env_recipe(plan.settings.env), phases.PhaseLog(plan.out)
+
+
+def run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo=print,
+             quick: bool = False) -> dict:
+    """Make (or find) the warm start, diagnose it (warm.py) and file RESULTS/<cell>/warm.json."""
+    from sharpo_train.recipes import phases
+
+    from .warm import data_diagnosis, play_diagnosis
+    plan, env, log = build_warm(cell, runs, seeds, arms, echo, quick)
+    out, s = plan.out, plan.settings
+    tasks = out / env.tasks_path
+    probe = phases.train_config(tasks, out / "sft", s, plan.train_overrides, out / "runs" / "probe")
+    warm_cfg = phases.train_config(tasks, out / "sft", s, plan.train_overrides, out / "runs" / "sft")
+    from sharpo_train.envs import make_suite
+    start = time.time()
+    play = play_diagnosis(out / "sft", warm_cfg, env.heldout(tasks, s, probe))
+    data = data_diagnosis(out / "demos.jsonl", plan.sft, make_suite(dict(probe.env)).train_tasks)
+    record = {"cell": cell.spec, "name": cell.name, "command": cell.compare_command(),
+              "eval": log.result("eval/warm-start"), "sft": log.result("sft"),
+              "seconds": {k: v for k, v in log.seconds().items()
+                          if k in ("tasks", "demos", "sft", "eval/warm-start")},
+              "sft_epochs": plan.sft.epochs, "sft_seed": plan.sft.seed,
+              "sft_max_length": plan.sft.max_length,
+              "play": play, "data": data, "diagnosis_seconds": round(time.time() - start, 1),
+              "weights_sha256": sha256(out / "sft" / "model.safetensors"),
+              "random_agent": 2.0 ** -cell.decisive}
+    write_json(Unit(cell).result_path(results), record)
+    echo(f"[{cell.name}/warm] filed: success {record['eval']['success']:.3f}, right door "
+         f"{play['right_door']:.3f}")
+    return record
+
+
+def run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
+           quick: bool = False) -> dict:
+    """One RL run of the cell from its warm start, in RUNS/<cell>/runs/<slug>-seed<k> (an
+    unfinished one is started again from scratch: the recipe keeps no checkpoint), then
+    its files filed under RESULTS/<cell>/<slug>-seed<k>/."""
+    from sharpo_train.recipes import phases
+    from sharpo_train.recipes.compare import compare_runs
+    from sharpo_train.recipes.settings import parse_methods
+
+    if unit.is_warm:
+        raise ValueError("run_rl: a warm-start unit")
+    warm = json.loads(Unit(unit.cell).result_path(results).read_text())
+    plan, env, _log = build_warm(unit.cell, runs, seeds, arms, echo, quick)
+    out, s = plan.out, plan.settings
+    got = sha256(out / "sft" / "model.safetensors")
+    if got != warm["weights_sha256"]:
+        raise RuntimeError(f"{unit.cell.name}: the warm start in {out / 'sft'} is not the one "
+                           f"filed in {Unit(unit.cell).result_path(results)} (sha256 {got[:12]} "
+                           f"!= {warm['weights_sha256'][:12]}); its arms cannot be paired")
+    [(slug, seed, folder, extra)] = compare_runs(parse_methods(unit.arm), [unit.seed])
+    run_dir = out / folder
+    if run_dir.exists() and not (run_dir / UNIT_FILE).is_file():
+        shutil.rmtree(run_dir)
+    if not (run_dir / UNIT_FILE).is_file():
+        tasks = out / env.tasks_path
+        probe = phases.train_config(tasks, out / "sft", s, plan.train_overrides, out / "runs" / "probe")
+        held = env.heldout(tasks, s, probe)
+        cfg = phases.train_config(tasks, out / "sft", s, plan.train_overrides, run_dir, extra)
+        echo(f"[{unit.label}] ...")
+        start = time.time()
+        phases.rl(cfg)
+        result = phases.final_eval(run_dir, held)
+        write_json(run_dir / UNIT_FILE, {
+            "cell": unit.cell.spec, "arm": unit.arm, "slug": slug, "seed": seed,
+            "seconds": round(time.time() - start, 1), "eval": result,
+            "weights_sha256": got})
+    dest = Path(results) / unit.cell.name / unit.folder
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:          # unit.json last: its presence marks the run filed
+        shutil.copyfile(run_dir / name, dest / (name + ".tmp"))
+        (dest / (name + ".tmp")).replace(dest / name)
+    record = json.loads((dest / UNIT_FILE).read_text())
+    echo(f"[{unit.label}] filed: held-out {record['eval']['success']:.3f} in "
+         f"{record['seconds']:.0f} s")
+    return record
+
+
+def run_unit(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
+             quick: bool = False) -> dict:
+    """``quick``: the compare's --quick sizes (a smoke test; never filed with the map's)."""
+    if unit.is_warm:
+        return run_warm(unit.cell, runs, results, seeds, arms, echo, quick)
+    return run_rl(unit, runs, results, seeds, arms, echo, quick)
+
+
+def warm_record(cell: Cell, results: Path):
+    path = Unit(cell).result_path(results)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+__all__ = ["run_unit", "run_warm", "run_rl", "build_warm", "plan_of", "warm_record",
+           "WARM_FILE"]
