@@ -120,6 +120,11 @@ def parse_cell(text: str) -> Cell:
     return Cell(**values)
 
 
+def is_cell_name(name: str) -> bool:
+    """A results folder that holds a cell (t20-d5-weak[-sft1])."""
+    return bool(_NAME.match(name))
+
+
 def declared_order() -> list[Cell]:
     """The 16 cells in the order declared in RESULTS.md before any run: the paper's regime
     first (the weak start, longest horizon first, 5 lamps before 3), then the full start

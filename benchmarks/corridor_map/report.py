@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .grid import ARMS, ORACLE, REFERENCE, SEEDS, TESTED, declared_order
+from .grid import ARMS, SEEDS, declared_order, is_cell_name, parse_cell
 from .stats import cell_summary
 
 
@@ -67,8 +67,8 @@ def gains_row(s: dict) -> str:
 def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
     results = Path(results)
     cells = declared_order()
-    extra = sorted((p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else [])
-    from .grid import parse_cell
+    extra = sorted((p.name for p in results.iterdir() if p.is_dir() and is_cell_name(p.name))
+                   if results.is_dir() else [])
     known = {c.name for c in cells}
     cells += [parse_cell(n) for n in extra if n not in known]    # confirmations, other cells
     summaries = [(c, cell_summary(results, c, seeds)) for c in cells]
