@@ -48,6 +48,7 @@ def _cells(args) -> list:
 
 
 def cmd_run(args) -> int:
+    from corridor_map.runner import is_locked, lock_path
     seeds, results, runs = grid.parse_seeds(args.seeds), Path(args.results), Path(args.runs)
     if args.jobs < 1:
         raise ValueError(f"--jobs: expected an integer >= 1, got {args.jobs}")
@@ -76,8 +77,10 @@ def cmd_run(args) -> int:
                     # an RL run cannot start without its cell's warm start
                     if unit.is_warm:
                         todo = [u for u in todo if u.cell != unit.cell]
-        while len(running) < args.jobs:
-            unit = grid.ready(todo, results, running)
+        # units another process runs (a second `map.py run`, a `unit`) take their slot
+        elsewhere = [u for u in todo if is_locked(lock_path(u, runs))]
+        while len(running) + len(elsewhere) < args.jobs:
+            unit = grid.ready(todo, results, list(running) + elsewhere)
             if unit is None:
                 break
             todo.remove(unit)
@@ -91,8 +94,9 @@ def cmd_run(args) -> int:
             log = open(logs / (unit.label.replace("/", "__") + ".log"), "a")
             print(f"{time.strftime('%H:%M:%S')} {unit.label}: started", flush=True)
             running[unit] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        if not running and todo:       # nothing can start: only units of failed cells left
-            break
+        if not running and todo and not elsewhere:   # nothing can start: only units of
+            break                                    # failed cells left
+        todo = [u for u in todo if not grid.is_done(u, results)]   # filed elsewhere
         time.sleep(2)
     print(f"{len(failed)} failed: {', '.join(u.label for u in failed)}" if failed else "all done",
           flush=True)

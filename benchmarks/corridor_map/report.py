@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .grid import ARMS, SEEDS, declared_order, is_cell_name, parse_cell
+from .grid import ARMS, SEEDS, Cell, declared_order, is_cell_name, parse_cell
 from .stats import cell_summary
 
 
@@ -64,6 +64,49 @@ def gains_row(s: dict) -> str:
     return f"| {c.name} | " + " | ".join(parts) + f" | {share} | **{s['verdict']}** |"
 
 
+FRESH_SEEDS = (5, 6, 7, 8, 9)
+
+
+def check_of(results: Path, s: dict) -> dict:
+    """The declared checks of a cell that counts: (a) RL seeds 5-9 from the same warm start
+    (their mean SHARPO - GRPO above 0 and the 10-seed by-seed interval above 0), (b) the
+    same cell from SFT seed 1, seeds 0-4 (its mean above 0). Each None until it finished."""
+    c = s["cell"]
+    fresh = cell_summary(results, c, FRESH_SEEDS)
+    both = cell_summary(results, c, tuple(SEEDS) + FRESH_SEEDS)
+    a = None
+    if fresh and set(fresh["sharpo_vs_grpo"].get("seeds", [])) == set(FRESH_SEEDS):
+        g10 = both["sharpo_vs_grpo"]
+        a = {"new_mean": fresh["sharpo_vs_grpo"]["by_seed"][0], "ten": g10["by_seed"],
+             "ok": fresh["sharpo_vs_grpo"]["by_seed"][0] > 0 and g10["by_seed"][1] > 0}
+    other = Cell(c.turns, c.decisive, c.start, 1)
+    o = cell_summary(results, other)
+    b = None
+    if o and set(o["sharpo_vs_grpo"].get("seeds", [])) == set(SEEDS):
+        b = {"mean": o["sharpo_vs_grpo"]["by_seed"], "warm": o["warm"]["eval"]["success"],
+             "ok": o["sharpo_vs_grpo"]["by_seed"][0] > 0}
+    state = ("pending" if a is None or b is None else
+             "SHARPO helps, confirmed" if a["ok"] and b["ok"] else "not confirmed")
+    return {"fresh": a, "second": b, "state": state}
+
+
+def checks_lines(results: Path, done: list) -> list[str]:
+    counted = [s for s in done if s["verdict"] == "helps" and not s["cell"].sft_seed]
+    out = ["", "## Checks of the cells that count (declared before they run)", ""]
+    if not counted:
+        return out + ["No cell counts as \"SHARPO helps\" so far: no check is due."]
+    out += ["| cell | (a) seeds 5-9: mean SHARPO - GRPO; seeds 0-9 by seed | (b) SFT seed 1: "
+            "warm start, SHARPO - GRPO by seed | state |", "|---|---|---|---|"]
+    for s in counted:
+        k = check_of(results, s)
+        a = ("pending" if k["fresh"] is None else
+             f"{pct(k['fresh']['new_mean'], True)}; {interval(k['fresh']['ten'])}")
+        b = ("pending" if k["second"] is None else
+             f"{pct(k['second']['warm'])}%; {interval(k['second']['mean'])}")
+        out.append(f"| {s['cell'].name} | {a} | {b} | **{k['state']}** |")
+    return out
+
+
 def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
     results = Path(results)
     cells = declared_order()
@@ -116,6 +159,7 @@ def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
               "SHARPO's share of the oracle's gain | reading |",
               "|---|---|---|---|---|---|---|---|---|"]
     lines += [gains_row(s) for s in done]
+    lines += checks_lines(results, done)
     if figures:
         from .figures import draw
         names = draw(results, [s for s in done], grid_complete)

@@ -56,6 +56,29 @@ def cell_lock(folder: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def is_locked(path: Path) -> bool:
+    """Whether another process holds the flock of ``path`` (a cell's or a run's lock: that
+    unit is running elsewhere)."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+def lock_path(unit: Unit, runs: Path) -> Path:
+    """The lock a running unit holds: the warm start its cell's (cell_lock), an RL run
+    its own."""
+    runs = Path(runs)
+    return runs / (f".{unit.cell.name}.lock" if unit.is_warm
+                   else f".{unit.cell.name}.{unit.folder}.lock")
+
+
 def plan_of(cell: Cell, runs: Path, seeds, arms, quick: bool = False):
     """The cell's PipelinePlan, exactly as `sharpo compare` builds it from the cell's
     command line (commands/compare.py)."""
@@ -70,24 +93,35 @@ def plan_of(cell: Cell, runs: Path, seeds, arms, quick: bool = False):
     return plan
 
 
-def build_warm(cell: Cell, runs: Path, seeds, arms, echo=print, quick: bool = False):
-    """The cell's warm start in RUNS/<cell> (skipped where pipeline.json has it done);
-    returns (plan, env recipe, PhaseLog)."""
+def build_warm(cell: Cell, runs: Path, seeds, arms, echo=print, quick: bool = False,
+               lock: bool = True):
+    """The cell's warm start in RUNS/<cell> (skipped where pipeline.json has it done),
+    under the cell's lock unless the caller holds it (``lock=False``); returns (plan, env
+    recipe, PhaseLog)."""
     from sharpo_train.recipes import phases
     from sharpo_train.recipes.compare import run_compare
     plan = plan_of(cell, runs, seeds, arms, quick)
-    with cell_lock(plan.out):
+    if lock:
+        with cell_lock(plan.out):
+            run_compare(plan, [], list(seeds), echo=echo)
+    else:
         run_compare(plan, [], list(seeds), echo=echo)
     return plan, phases.env_recipe(plan.settings.env), phases.PhaseLog(plan.out)
 
 
 def run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo=print,
              quick: bool = False) -> dict:
-    """Make (or find) the warm start, diagnose it (warm.py) and file RESULTS/<cell>/warm.json."""
+    """Make (or find) the warm start, diagnose it (warm.py) and file RESULTS/<cell>/warm.json,
+    all under the cell's lock (the map's scheduler reads it as "running")."""
+    with cell_lock(Path(runs) / cell.name):
+        return _run_warm(cell, runs, results, seeds, arms, echo, quick)
+
+
+def _run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo, quick) -> dict:
     from sharpo_train.recipes import phases
 
     from .warm import data_diagnosis, play_diagnosis
-    plan, env, log = build_warm(cell, runs, seeds, arms, echo, quick)
+    plan, env, log = build_warm(cell, runs, seeds, arms, echo, quick, lock=False)
     out, s = plan.out, plan.settings
     tasks = out / env.tasks_path
     probe = phases.train_config(tasks, out / "sft", s, plan.train_overrides, out / "runs" / "probe")
@@ -122,6 +156,20 @@ def run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
 
     if unit.is_warm:
         raise ValueError("run_rl: a warm-start unit")
+    Path(runs).mkdir(parents=True, exist_ok=True)
+    with open(lock_path(unit, runs), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"{unit.label}: already running in another process") from None
+        return _run_rl(unit, runs, results, seeds, arms, echo, quick)
+
+
+def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> dict:
+    from sharpo_train.recipes import phases
+    from sharpo_train.recipes.compare import compare_runs
+    from sharpo_train.recipes.settings import parse_methods
+
     warm = json.loads(Unit(unit.cell).result_path(results).read_text())
     plan, env, _log = build_warm(unit.cell, runs, seeds, arms, echo, quick)
     out, s = plan.out, plan.settings

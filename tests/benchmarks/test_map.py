@@ -276,7 +276,7 @@ def test_report_partial(tmp_path):
     assert "(1 of 16 grid cells complete; PARTIAL)" in text
     assert "Not run: t25-d3-weak" in text
     assert "| t25-d5-weak | 25 | 5 | weak" in text and "at or below random" in text
-    row = [line for line in text.splitlines() if line.startswith("| t10-d3-full |")][-1]
+    row = [line for line in text.splitlines() if line.startswith("| t10-d3-full |")][2]
     assert "+12.0 (" in row and "**helps**" in row and "33%" in row
     # only the grid's cells count towards "complete"; a check cell is listed after them
     _cell_by_hand(tmp_path / "x")
@@ -301,3 +301,54 @@ def test_cli_errors_and_command():
     r = _cli("command", "--cell", "t20-d5-weak", "--runs", "R")
     assert r.returncode == 0 and "env.num_turns=20 env.num_decisive=5 sft.epochs=0.7 " \
         "--run-dir R/t20-d5-weak" in r.stdout
+
+
+def test_lock_marks_a_unit_running_elsewhere(tmp_path):
+    import fcntl
+    from corridor_map.runner import cell_lock, is_locked, lock_path
+    c = Cell(10, 3, "full")
+    warm_lock, run_lock = lock_path(Unit(c), tmp_path), lock_path(Unit(c, "grpo", 0), tmp_path)
+    assert warm_lock != run_lock and not is_locked(warm_lock)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # another process holds the cell's lock
+        os.close(r)
+        with cell_lock(tmp_path / c.name):
+            os.write(w, b"x")
+            os.read(os.open(os.devnull, os.O_RDONLY), 1)
+            import time
+            time.sleep(5)
+        os._exit(0)
+    os.close(w)
+    os.read(r, 1)
+    try:
+        assert is_locked(warm_lock) and not is_locked(run_lock)
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert not is_locked(warm_lock)
+    with open(warm_lock, "w") as f:                # this process: not "elsewhere" after unlock
+        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_UN)
+    assert not is_locked(warm_lock)
+
+
+def test_checks_of_a_cell_that_counts(tmp_path):
+    c = _cell_by_hand(tmp_path)
+    text = report.write_report(tmp_path).read_text()
+    assert "| t10-d3-full | pending | pending | **pending** |" in text
+    # (a) seeds 5-9: SHARPO - GRPO +.1, +.1, 0, 0, -.1 (mean +.02 > 0)
+    for k, d in zip(report.FRESH_SEEDS, (0.1, 0.1, 0.0, 0.0, -0.1)):
+        _file_run(tmp_path, c, "grpo", k, 0.5)
+        _file_run(tmp_path, c, "sharpo-lam0.2", k, 0.5 + d)
+        _file_run(tmp_path, c, "oracle", k, 0.6)
+    # (b) SFT seed 1: every seed -.05
+    other = tmp_path / "o"
+    _cell_by_hand(other, sharpo_held=(0.15, 0.55, 0.65, 0.75, 0.85))
+    os.rename(other / "t10-d3-full", tmp_path / "t10-d3-full-sft1")
+    k = report.check_of(tmp_path, stats.cell_summary(tmp_path, c))
+    assert k["fresh"]["new_mean"] == pytest.approx(0.02) and k["fresh"]["ok"]
+    assert k["fresh"]["ten"][0] == pytest.approx(0.07)
+    assert k["second"]["mean"][0] == pytest.approx(-0.05) and not k["second"]["ok"]
+    assert k["state"] == "not confirmed"
+    assert "**not confirmed**" in report.write_report(tmp_path).read_text()
