@@ -201,12 +201,19 @@ def pending(cells, results: Path, seeds=SEEDS, arms=ARMS) -> list[Unit]:
 
 
 def ready(units: list[Unit], results: Path, running=()) -> Unit | None:
-    """The first unit of ``units`` that can start now: not running, and for an RL run its
-    cell's warm start finished (in ``results``)."""
+    """The first unit of ``units`` (in the declared order) that can start now and is not
+    ``running``: a warm start at any time (it is no outcome of the comparison); an RL run
+    only when its cell's warm start is filed (in ``results``) and every RL run before it
+    in ``units`` has started, so that the cells' arms run in the declared order."""
     busy = set(running)
     for u in units:
         if u in busy:
             continue
-        if u.is_warm or is_done(Unit(u.cell), results):
+        if u.is_warm:
             return u
-    return None
+        if is_done(Unit(u.cell), results):
+            return u
+        break                       # an earlier RL run waits: no later RL run may start
+    else:
+        return None
+    return next((w for w in units if w.is_warm and w not in busy), None)

@@ -132,6 +132,13 @@ def test_ready_waits_for_the_cells_warm_start(tmp_path):
     # a's warm start running: a's RL runs cannot start, b's warm start can
     assert grid.ready(todo, tmp_path, running=[Unit(a)]) == Unit(b)
     assert grid.ready(todo, tmp_path, running=[Unit(a), Unit(b)]) is None
+    # b's warm start filed first: b's RL runs still wait for a's (the declared order)
+    _file_warm(tmp_path, b)
+    todo = grid.pending([a, b], tmp_path, seeds=(0,))
+    assert grid.ready(todo, tmp_path, running=[Unit(a)]) is None
+    c = Cell(20, 5, "weak")
+    todo = grid.pending([a, b, c], tmp_path, seeds=(0,))
+    assert grid.ready(todo, tmp_path, running=[Unit(a)]) == Unit(c)
     _file_warm(tmp_path, a)
     todo = grid.pending([a, b], tmp_path, seeds=(0,))
     assert grid.ready(todo, tmp_path) == Unit(a, "grpo", 0)
