@@ -18,6 +18,8 @@ episodes per held-out task, the format guard on every arm: the runs of
     report  [--figures]                     the table (RESULTS/map.md) and figures from
                                             the files in --results alone
     status                                  what is filed and what is left
+    sft-data                                the SFT data of every size, without training
+                                            (RESULTS/sft_data.md: lengths, lamp shares)
     command --cell C                        the cell's `sharpo compare` command
 
 --cell: turns=20,decisive=5,start=weak[,sft_seed=1] or t20-d5-weak[-sft1].
@@ -132,6 +134,39 @@ def cmd_command(args) -> int:
     return 0
 
 
+def cmd_sft_data(args) -> int:
+    """The SFT data of every size of the grid (or of the cells given), without training:
+    the longest example against sft.max_length, the lamp turns' share of the trained
+    tokens, the demonstrations' own right-door rate (RESULTS/sft_data.md)."""
+    import tempfile
+
+    from corridor_map.runner import sft_data
+    cells = _cells(args)
+    sizes = sorted({(c.turns, c.decisive) for c in cells})
+    lines = ["# The SFT data of each size of the map (the same for a weak and a full start)", "",
+             "Made by `python benchmarks/map.py sft-data` (no SFT run): the recipe's "
+             "demonstrations and the SFT examples built from them (plain turns and a hinted "
+             "copy of every lamp turn).", "",
+             "| turns | lamps | examples | SFT steps in one pass | longest example (tokens) | "
+             "sft.max_length | examples cut | lamp share of trained tokens, plain / all (%) | "
+             "lamp share of all tokens (%) | demos' right door at a lamp (%) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for t, d in sizes:
+            x = sft_data(grid.Cell(t, d, "full"), Path(tmp))
+            lines.append(f"| {t} | {d} | {x['examples']} | {-(-x['examples'] // 16)} | "
+                         f"{x['longest']} | {x['max_length']} | {x['over_max_length']} | "
+                         f"{100 * x['plain_lamp_target_share']:.1f} / "
+                         f"{100 * x['lamp_target_share']:.1f} | {100 * x['lamp_token_share']:.1f} "
+                         f"| {100 * x['demo_right_door']:.1f} |")
+            print(lines[-1], flush=True)
+    path = Path(args.results) / "sft_data.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    print(f"written: {path}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from corridor_map.report import write_report
     path = write_report(Path(args.results), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
@@ -142,7 +177,7 @@ def cmd_report(args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
-    for name in ("run", "unit", "status", "command", "report"):
+    for name in ("run", "unit", "status", "command", "report", "sft-data"):
         q = sub.add_parser(name)
         q.add_argument("--cell", action="append", default=[], help="a cell (repeatable)")
         q.add_argument("--seeds", default=",".join(map(str, grid.SEEDS)))
@@ -166,7 +201,7 @@ def main(argv=None) -> int:
         if a.what == "unit" and len(a.cell) != 1:
             raise ValueError("--cell: `unit` takes exactly one cell")
         return {"run": cmd_run, "unit": cmd_unit, "status": cmd_status,
-                "command": cmd_command, "report": cmd_report}[a.what](a)
+                "command": cmd_command, "report": cmd_report, "sft-data": cmd_sft_data}[a.what](a)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -109,6 +109,7 @@ def checks_lines(results: Path, done: list) -> list[str]:
 
 def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
     results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
     cells = declared_order()
     extra = sorted((p.name for p in results.iterdir() if p.is_dir() and is_cell_name(p.name))
                    if results.is_dir() else [])

@@ -214,6 +214,25 @@ def run_unit(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
     return run_rl(unit, runs, results, seeds, arms, echo, quick)
 
 
+def sft_data(cell: Cell, folder: Path) -> dict:
+    """warm.data_diagnosis of the SFT data the cell's warm start trains on, without training
+    it: the recipe's tasks and demonstrations written into ``folder`` (a scratch folder),
+    then the examples as the SFT builds them (the same for a weak and a full start)."""
+    from sharpo_train.envs import make_suite
+    from sharpo_train.recipes import phases
+
+    from .warm import data_diagnosis
+    plan = plan_of(cell, folder, (0,), ("grpo",))
+    env, s = phases.env_recipe(plan.settings.env), plan.settings
+    out = Path(folder) / cell.name
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = out / env.tasks_path
+    probe = phases.train_config(tasks, None, s, plan.train_overrides, out / "runs" / "probe")
+    env.prepare(tasks, s, probe)
+    env.demos(tasks, out / "demos.jsonl", s, probe)
+    return data_diagnosis(out / "demos.jsonl", plan.sft, make_suite(dict(probe.env)).train_tasks)
+
+
 def warm_record(cell: Cell, results: Path):
     path = Unit(cell).result_path(results)
     return json.loads(path.read_text()) if path.is_file() else None
