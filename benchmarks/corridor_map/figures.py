@@ -15,19 +15,20 @@ HEAT, SHARE = "map_heat.png", "map_share.png"
 
 
 def grid_values(summaries, key: str):
-    """(rows, values [rows x turns] in points or nan, seeds paired [rows x turns]) of the
-    grid's base cells (SFT seed 0) for gain ``key``."""
+    """(rows, values [rows x turns] in points or nan, seeds paired [rows x turns], 95%
+    interval's low and high ends) of the grid's base cells (SFT seed 0) for gain ``key``."""
     rows = [(s, d) for s in STARTS for d in sorted(DECISIVE, reverse=True)]
     vals = np.full((len(rows), len(TURNS)), np.nan)
+    lo, hi = vals.copy(), vals.copy()
     n = np.zeros((len(rows), len(TURNS)), dtype=int)
     for s in summaries:
         c, g = s["cell"], s[key]
         if c.sft_seed or (c.start, c.decisive) not in rows or c.turns not in TURNS or not g:
             continue
         i, j = rows.index((c.start, c.decisive)), TURNS.index(c.turns)
-        vals[i, j] = 100 * g["by_seed"][0]
+        vals[i, j], lo[i, j], hi[i, j] = (100 * x for x in g["by_seed"][:3])
         n[i, j] = len(g["seeds"])
-    return rows, vals, n
+    return rows, vals, n, lo, hi
 
 
 def draw(results: Path, summaries, complete: int) -> list[str]:
@@ -35,19 +36,22 @@ def draw(results: Path, summaries, complete: int) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     tag = "" if complete == 16 else f" (PARTIAL: {complete} of 16 cells complete)"
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for ax, key, title in ((axes[0], "sharpo_vs_grpo", "SHARPO λ 0.2 - GRPO"),
-                           (axes[1], "oracle_vs_grpo", "oracle - GRPO")):
-        rows, vals, n = grid_values(summaries, key)
-        lim = max(5.0, float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 5.0)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    panels = [(ax, key, title, grid_values(summaries, key)) for ax, key, title in (
+        (axes[0], "sharpo_vs_grpo", "SHARPO λ 0.2 - GRPO"),
+        (axes[1], "oracle_vs_grpo", "oracle - GRPO"))]
+    both = np.concatenate([p[3][1].ravel() for p in panels])
+    lim = max(5.0, float(np.nanmax(np.abs(both))) if np.isfinite(both).any() else 5.0)
+    for ax, key, title, (rows, vals, n, lo, hi) in panels:     # one colour scale for both
         im = ax.imshow(vals, cmap="RdBu", vmin=-lim, vmax=lim)
         for i in range(vals.shape[0]):
             for j in range(vals.shape[1]):
-                text = "not run" if n[i, j] == 0 else f"{vals[i, j]:+.1f}\n({n[i, j]} seeds)"
+                text = ("not run" if n[i, j] == 0 else f"{vals[i, j]:+.1f}\n[{lo[i, j]:+.1f}, "
+                        f"{hi[i, j]:+.1f}]\n({n[i, j]} seeds)")
                 ax.text(j, i, text, ha="center", va="center", fontsize=8)
         ax.set_xticks(range(len(TURNS)), [f"{t} turns" for t in TURNS])
         ax.set_yticks(range(len(rows)), [f"{s} start, {d} lamps" for s, d in rows])
-        ax.set_title(f"{title}, held-out points (mean over seeds)", fontsize=10)
+        ax.set_title(f"{title}, held-out points\n(mean over seeds [95% by seed])", fontsize=10)
         fig.colorbar(im, ax=ax, shrink=0.8)
     fig.suptitle("The corridor map" + tag, fontsize=11)
     fig.tight_layout()

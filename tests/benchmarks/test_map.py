@@ -367,8 +367,8 @@ def test_figures_from_hand_made_cells(tmp_path):
     text = report.write_report(tmp_path, figures=True).read_text()
     assert "![map_heat.png](map_heat.png)" in text
     assert (tmp_path / figures.HEAT).stat().st_size > 0 and (tmp_path / figures.SHARE).is_file()
-    rows, vals, n = figures.grid_values([stats.cell_summary(tmp_path, Cell(10, 3, "full"))],
+    rows, vals, n, lo, hi = figures.grid_values([stats.cell_summary(tmp_path, Cell(10, 3, "full"))],
                                         "sharpo_vs_grpo")
     i, j = rows.index(("full", 3)), list(grid.TURNS).index(10)
-    assert vals[i, j] == pytest.approx(12.0) and n[i, j] == 5
+    assert vals[i, j] == pytest.approx(12.0) and n[i, j] == 5 and lo[i, j] < 12 < hi[i, j]
     assert np.isnan(vals).sum() == vals.size - 1 and n.sum() == 5
