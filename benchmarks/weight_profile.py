@@ -18,11 +18,11 @@ import argparse
 import dataclasses
 import sys
 
-from sharpo_train.settings.config import Config
+from sharpo_train.loops.train_config import Config
 
 from sharpo_train.settings.loader import load_settings
-from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, load_batch, saved_batches,
-                                                  weight_profile)
+from sharpo_train.analysis.rescoring import (PROFILE_CLASSES, load_batch, saved_batches,
+                                             weight_profile)
 from sharpo_train.envs.registry import get_spec
 from sharpo_train.estimators import ESTIMATORS
 

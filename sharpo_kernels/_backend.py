@@ -6,7 +6,7 @@ Backends (implementations of an op):
     torch   plain PyTorch, the readable reference; any device. Every op.
     cpp     the C++ CPU kernels of the native module `_sharpo_native` (csrc/); CPU tensors.
             segment_advantage.
-    cpu     the chunked CPU autograd path (sharpo_kernels/logprobs/cpu.py); CPU tensors.
+    cpu     the chunked CPU autograd path (sharpo_kernels/logprobs/token_cpu.py, linear_cpu.py); CPU tensors.
             token_logprobs, linear_logprobs.
     triton  Triton kernels; CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set
             before triton was imported (the CPU test setup, see tests/conftest.py). Every op.

@@ -24,7 +24,7 @@ from typing import Optional
 
 import torch
 
-from .segment_advantage.params import SHARPO_DEFAULTS as D
+from .segment_advantage.coefficients import SHARPO_DEFAULTS as D
 
 __all__ = ["random_batch", "segment_advantage_loop"]
 

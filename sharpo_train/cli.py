@@ -23,7 +23,7 @@ from .errors import UsageError
 
 # module names under sharpo_train.commands, in the order `sharpo --help` lists them; the
 # environments' own commands (EnvSpec.command, e.g. `sharpo alfworld ...`) follow ENV_AFTER
-COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher"]
+COMMANDS = ["demo", "train", "eval", "sft", "compare", "explain", "probe_teacher", "settings"]
 ENV_AFTER = "sft"
 
 # exceptions that mean the user asked for something impossible: one line, exit 2

@@ -22,7 +22,7 @@ imports only errors.py, so any layer may use it.
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Union
 
 from .errors import ConfigError
@@ -120,9 +120,14 @@ class HintKeys:
     """The ``hint_*`` keys of a settings section (the trainer's ``teacher.*``, ``sft.*``):
     ``HintSettings``' placement, scope and max_observation_chars, same defaults, same
     checks. A section extends it and calls ``super().validate()``."""
-    hint_max_observation_chars: int = HINT_DEFAULTS.max_observation_chars
-    hint_placement: str = HINT_DEFAULTS.placement   # after_task | after_observation
-    hint_scope: str = HINT_DEFAULTS.scope           # trajectory | to_turn
+    hint_max_observation_chars: int = field(
+        default=HINT_DEFAULTS.max_observation_chars, metadata={"help": "an observation in the "
+        "hint is cut to this many characters (0: left out); >= 0"})
+    hint_placement: str = field(default=HINT_DEFAULTS.placement, metadata={"help": "where the "
+                                "hint goes: after_task or after_observation (docs/training.md)"})
+    hint_scope: str = field(default=HINT_DEFAULTS.scope, metadata={"help": "what the hint "
+                            "holds: trajectory (the whole peer) or to_turn (the peer up to the "
+                            "row's turn)"})
 
     def hint_settings(self) -> HintSettings:
         return HintSettings(placement=self.hint_placement, scope=self.hint_scope,

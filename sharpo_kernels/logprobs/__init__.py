@@ -4,8 +4,10 @@ the math, the checks and the online log-sum-exp step).
     api.py                public functions, dispatch to a backend
     checks.py             argument checks (ValueError/TypeError naming the argument)
     reference.py          `torch` backend: plain PyTorch, materialises [N, V]; the oracle
-    cpu.py                `cpu` backend: chunked autograd path, never holds [N, V]
-    online_lse.py         the online log-sum-exp rescale step in torch (cpu.py, and the
+    cpu_tiles.py          `cpu` backend: the chunked tile math both ops share, tile sizing
+    token_cpu.py          `cpu` backend of token_logprobs: chunked autograd path
+    linear_cpu.py         `cpu` backend of linear_logprobs: never holds [N, V] logits
+    online_lse.py         the online log-sum-exp rescale step in torch (linear_cpu.py, and the
                           merge of the Triton launcher's vocabulary splits)
     online_lse_triton.py  the same step as a Triton function (both Triton kernels)
     token_triton.py       `triton` backend of token_logprobs: kernels and launcher

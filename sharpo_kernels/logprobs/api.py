@@ -13,7 +13,7 @@ one module each in this folder:
 
     torch   reference.py                     the plain PyTorch reference: it holds the full
                                              [N, V] log-softmax; any device.
-    cpu     cpu.py                           the chunked CPU path; the default for CPU tensors.
+    cpu     token_cpu.py, linear_cpu.py      the chunked CPU path; the default for CPU tensors.
     triton  token_triton.py, linear_triton.py  the Triton kernels (with online_lse_triton.py);
                                              the default for CUDA tensors; on CPU tensors
                                              only with TRITON_INTERPRET=1 (tests).
@@ -31,7 +31,8 @@ import torch
 from .. import _backend
 from .checks import (check_finite_linear, check_finite_logits, check_float, check_label_values,
                      check_labels, check_linear, check_scalars, resolve_check_finite)
-from .cpu import linear_logprobs_cpu, token_logprobs_cpu
+from .linear_cpu import linear_logprobs_cpu
+from .token_cpu import token_logprobs_cpu
 from .reference import linear_logprobs_reference, token_logprobs_reference
 
 __all__ = ["token_logprobs", "linear_logprobs", "LOGPROBS_BACKENDS"]

@@ -1,4 +1,4 @@
-"""The last step of both linear_logprobs backward passes (cpu.py, linear_triton.py): their
+"""The last step of both linear_logprobs backward passes (linear_cpu.py, linear_triton.py): their
 accumulators -> the gradients autograd returns, in the inputs' dtypes.
 
     gh [N_valid, H]  rows with a label, in row order of ``rows`` (scattered back to [N, H];

@@ -1,6 +1,6 @@
 """The online log-sum-exp step in torch, written once for the host side: the `cpu`
-backend's vocabulary loop (cpu.py) and the merge of the Triton launcher's vocabulary splits
-(linear_triton.py) both rescale with it. Inside the Triton kernels the same step is
+backend's vocabulary loop (linear_cpu.py) and the merge of the Triton launcher's
+vocabulary splits (linear_triton.py) both rescale with it. Inside the Triton kernels the same step is
 online_lse_triton.py (a Triton function cannot call torch); the two follow the same
 formulas line for line, and every backend is tested against the float64 reference.
 

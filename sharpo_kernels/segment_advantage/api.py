@@ -28,7 +28,7 @@ Backends (chosen by sharpo_kernels/_backend.py), one module each in this folder:
     cpp     native.py          C++ CPU kernel of `_sharpo_native`; default for CPU tensors
     triton  triton_kernels.py  Triton kernels; CUDA tensors (CPU under TRITON_INTERPRET=1)
     cuda    native.py          CUDA kernels of `_sharpo_native`; default for CUDA tensors
-The torch, triton and cuda backends share the segment-table math of coefficients.py.
+The torch, triton and cuda backends share the segment-table math of segment_table.py.
 Automatic order: "cpp", "cuda", "triton", "torch" (the first that runs on the inputs'
 device); `backend=` overrides.
 """
@@ -40,7 +40,7 @@ import torch
 
 from .. import _backend
 from .checks import check_arguments, check_params, check_values
-from .params import SHARPO_DEFAULTS as D
+from .coefficients import SHARPO_DEFAULTS as D
 
 SEGMENT_ADVANTAGE_BACKENDS = _backend.OP_BACKENDS["segment_advantage"]   # automatic order
 

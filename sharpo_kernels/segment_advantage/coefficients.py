@@ -1,66 +1,77 @@
-"""The [B, Kmax] segment-table math of docs/method.md §4, shared by the torch, triton and
-cuda backends of segment_advantage (the cpp backend does the same math in C++,
-csrc/segment_advantage_cpu.cpp):
+"""SHARPO's coefficients (docs/method.md §4): their one definition, defaults and check.
 
-    group_rows            trajectory of every row (traj_index -> 0..T-1)
-    segment_coefficients  gap, w, rho and coef = (1-lam) + lam*rho*w from per-segment sums
-
-Each backend computes the per-segment sums of teacher - student and the counts its own way
-(torch: index_add_ in reference.py; triton: triton_kernels.py; cuda: csrc/), then calls
-`segment_coefficients`, then scatters coef back onto the tokens. All math in fp32.
+    SharpoCoefficients   lam, alpha, tau, rho_min, rho_max with the paper's defaults and a
+                         one-line help each (the names are stated here only)
+    SHARPO_DEFAULTS      SharpoCoefficients() -- every default in the project reads it:
+                         `segment_advantage`, the trainer's `sharpo` estimator
+                         (sharpo_train/estimators), the verl and TRL integrations
+    COEFFICIENT_NAMES    the five names, in order
+    with_coefficients    class decorator: a settings dataclass gets the five as fields
+                         (default and help from here), e.g. the trainer's SharpoParams and
+                         TRL's SharpoConfig; ``SharpoCoefficients.of(obj)`` reads them back
+    effective_coefficient  (1 - lam) + lam * rho * w, the factor a segment's tokens get on
+                         A_i (floats or tensors; the backends and the credit page use it)
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-import torch
+from .checks import check_params
 
-from .params import effective_coefficient
-
-__all__ = ["group_rows", "segment_coefficients"]
-
-
-def group_rows(traj_index: Optional[torch.Tensor], B: int, device) -> tuple[torch.Tensor, int]:
-    """Trajectory of every row: (group [B] int64 in 0..T-1, T). Without traj_index each row is
-    its own trajectory."""
-    if traj_index is None:
-        return torch.arange(B, device=device), B
-    uniq, inverse = torch.unique(traj_index, return_inverse=True)
-    return inverse.long(), int(uniq.numel())
+__all__ = ["SharpoCoefficients", "SHARPO_DEFAULTS", "COEFFICIENT_NAMES", "with_coefficients",
+           "effective_coefficient"]
 
 
-def segment_coefficients(sums: torch.Tensor, counts: torch.Tensor, num_segments: torch.Tensor,
-                         advantages: torch.Tensor, has_teacher: torch.Tensor,
-                         traj_index: Optional[torch.Tensor], lam: float, alpha: float,
-                         tau: float, rho_min: float, rho_max: float):
-    """docs/method.md §4 on the [B, Kmax] segment table.
+def _coef(default: float, help: str):
+    return field(default=default, metadata={"help": help})
 
-    sums [B, Kmax] fp32, counts [B, Kmax] int, num_segments [B] int64, advantages [B] fp32,
-    has_teacher [B] bool, traj_index [B] int or None.
-    Returns gap, weight, length_factor (NaN where k >= K_i) and coef = (1-lam) + lam*rho*w
-    (1 where k >= K_i), all [B, Kmax] fp32.
-    """
-    B, kmax = sums.shape
-    dev = sums.device
-    exists = torch.arange(kmax, device=dev)[None, :] < num_segments[:, None]       # [B, Kmax]
-    m = counts.float()
-    m_safe = m.clamp(min=1.0)
-    gap = sums / m_safe                                                          # length-normalised
-    # mbar over the row, or over the row's whole trajectory (traj_index).
-    group, T = group_rows(traj_index, B, dev)
-    tot_m = torch.zeros(T, device=dev).index_add_(0, group, m.sum(dim=1))
-    tot_k = torch.zeros(T, device=dev).index_add_(0, group, num_segments.float())
-    mbar = (tot_m / tot_k.clamp(min=1.0))[group]                                # [B]
-    u = torch.tanh(gap / (2.0 * tau)).clamp(-alpha, alpha)                      # = clip(2 sig(z/tau) - 1)
-    w = 1.0 + torch.sign(advantages)[:, None] * u
-    rho = (mbar[:, None] / m_safe).clamp(rho_min, rho_max)
-    teach = has_teacher[:, None]
-    nan = torch.full((), float("nan"), device=dev)
-    one = torch.ones((), device=dev)
-    gap = torch.where(teach, gap, nan)
-    w = torch.where(teach, w, one)
-    rho = torch.where(teach, rho, one)
-    coef = effective_coefficient(w, rho, lam)
-    coef = torch.where(exists & teach, coef, one)      # no teacher: exactly A_i
-    return (torch.where(exists, gap, nan), torch.where(exists, w, nan),
-            torch.where(exists, rho, nan), coef)
+
+@dataclass(frozen=True)
+class SharpoCoefficients:
+    lam: float = _coef(0.2, "SHARPO mixing weight lambda, in [0, 1] (paper: 0.2, 0.05).")
+    alpha: float = _coef(0.5, "Bound of the segment weight deviation |w - 1| <= alpha, in (0, 1).")
+    tau: float = _coef(1.0, "Temperature of the gap squashing, > 0.")
+    rho_min: float = _coef(0.25, "Lower clip of the length factor, > 0.")
+    rho_max: float = _coef(4.0, "Upper clip of the length factor, >= rho_min.")
+
+    def checked(self) -> "SharpoCoefficients":
+        """The same coefficients as floats; ValueError/TypeError naming the first bad one
+        (`check_params`: 0 <= lam <= 1, 0 < alpha < 1, tau > 0, 0 < rho_min <= rho_max)."""
+        return SharpoCoefficients(*check_params(*dataclasses.astuple(self)))
+
+    @classmethod
+    def of(cls, obj) -> "SharpoCoefficients":
+        """The coefficients of ``obj``: a mapping with the five keys, or any object with the
+        five attributes (a settings dataclass made by ``with_coefficients``)."""
+        get = obj.__getitem__ if isinstance(obj, Mapping) else (lambda k: getattr(obj, k))
+        return cls(**{k: get(k) for k in COEFFICIENT_NAMES})
+
+    def kwargs(self) -> dict:
+        """{name: value}: the keyword arguments of ``segment_advantage``."""
+        return dataclasses.asdict(self)
+
+
+SHARPO_DEFAULTS = SharpoCoefficients()
+COEFFICIENT_NAMES = tuple(f.name for f in dataclasses.fields(SharpoCoefficients))
+
+
+def with_coefficients(cls):
+    """Class decorator, under ``@dataclass``: ``cls`` gets the five coefficients as its
+    first own fields (type float, the defaults of ``SHARPO_DEFAULTS``, the help text in
+    the field's ``metadata["help"]``, as argument parsers such as HfArgumentParser read
+    it). A field ``cls`` declares itself is left as it is."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    added = {}
+    for f in dataclasses.fields(SharpoCoefficients):
+        if f.name not in own:
+            added[f.name] = float
+            setattr(cls, f.name, field(default=f.default, metadata=dict(f.metadata)))
+    cls.__annotations__ = {**added, **own}
+    return cls
+
+
+def effective_coefficient(weight, length_factor, lam):
+    """(1 - lam) + lam * rho * w: A~ / A_i on a segment's tokens (docs/method.md §4)."""
+    return (1.0 - lam) + lam * length_factor * weight

@@ -3,7 +3,7 @@
 
     segment_advantage_cpp   CPU tensors: validation and all the math in one native call
     segment_advantage_cuda  CUDA tensors: native sums and apply kernels around the torch
-                            coefficient step of coefficients.py
+                            coefficient step of segment_table.py
 
 Tensors cross as data_ptr() integers with dtype codes and row strides (csrc/segment_advantage.h:
 SegInputs). Rows must have a unit inner stride; other layouts are copied first.
@@ -16,7 +16,7 @@ import torch
 
 from .. import _backend
 from .checks import ERR_MASK_VALUE, _first, check_nonempty_segments, error_message
-from .coefficients import group_rows, segment_coefficients
+from .segment_table import group_rows, segment_coefficients
 
 # Codes of csrc/segment_advantage.h (LogpDtype, IdDtype, MaskDtype).
 _LOGP_CODE = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}

@@ -2,7 +2,7 @@
 §2 and §4), on any device.
 
 Vectorised: per-segment sums are one `index_add_` over flattened (row, segment) slots, the
-per-segment weights are [B, Kmax] tensor math (coefficients.py, shared with the triton and
+per-segment weights are [B, Kmax] tensor math (segment_table.py, shared with the triton and
 cuda backends), and the token advantages are one `gather`. No Python loop over rows or
 segments. All math in fp32. The tests compare every backend with it and with the float64
 loop oracle (sharpo_kernels/testing.py).
@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from .checks import check_nonempty_segments
-from .coefficients import segment_coefficients
+from .segment_table import segment_coefficients
 
 __all__ = ["segment_advantage_torch", "segment_sums", "token_advantages"]
 

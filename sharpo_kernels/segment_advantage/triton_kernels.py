@@ -1,7 +1,7 @@
 """`triton` backend of segment_advantage (CUDA tensors; CPU tensors under TRITON_INTERPRET=1).
 
 Two kernels around the [B, Kmax] coefficient step (docs/method.md §4, done in torch by
-`segment_coefficients` of coefficients.py, shared with the torch and cuda backends):
+`segment_coefficients` of segment_table.py, shared with the torch and cuda backends):
 
   _segment_sums_kernel   grid (B, ceil(L / BLOCK)): sums[b, k] += teacher - student and
                          counts[b, k] += 1 over positions of segment k (atomics, fp32/int32).
@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .checks import check_nonempty_segments
-from .coefficients import segment_coefficients
+from .segment_table import segment_coefficients
 
 
 @triton.jit

@@ -43,8 +43,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     """Settings errors raise ConfigError (one line, exit 2: cli.py) before anything is made."""
     from sharpo_train.recipes.compare import compare_runs, run_compare
-    from sharpo_train.recipes.settings import PipelinePlan, parse_methods, parse_seeds
-    from sharpo_train.recipes.schema import CompareConfig
+    from sharpo_train.recipes.overrides import PipelinePlan
+    from sharpo_train.recipes.recipe_config import parse_methods, parse_seeds
+    from sharpo_train.recipes.recipe_config import CompareConfig
 
     out = pipeline_dir(args, "compare")
     methods = parse_methods(args.methods)

@@ -61,7 +61,7 @@ def print_resolved(plan, runs) -> None:
 
 def run(args) -> int:
     from sharpo_train.recipes.demo import run_demo
-    from sharpo_train.recipes.settings import PipelinePlan
+    from sharpo_train.recipes.overrides import PipelinePlan
 
     out = pipeline_dir(args, "demo")
     # a bad setting raises ConfigError: one line, exit 2 (cli.py), before anything is made

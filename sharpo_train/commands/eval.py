@@ -56,7 +56,7 @@ def plan(args) -> tuple:
     FileNotFoundError, FileExistsError) names the argument, before anything is loaded or
     written."""
     from ..runs.checkpoint import latest_checkpoint
-    from ..settings.config import load_config
+    from ..loops.train_config import load_config
     from ..envs.registry import get_spec
     from ..analysis.report.records import find_run_dir
 
@@ -89,7 +89,7 @@ def plan(args) -> tuple:
         if not is_adapter_dir(args.model):     # a LoRA policy/: base + adapter, merged
             check_weights_dir(args.model, "--model")
     if args.out is not None:        # a folder, a link, a system path, or exists without --force
-        from ..runs.outputs import check_out_file
+        from ..outputs import check_out_file
         check_out_file(args.out, "--out", args.force)
     return cfg, weights, out
 
@@ -97,7 +97,7 @@ def plan(args) -> tuple:
 def run(args) -> int:
     from ..loops.evaluate import evaluate_checkpoint
     from ..io import clean
-    from ..runs.outputs import create_exclusive, write_out_json
+    from ..outputs import create_exclusive, write_out_json
     from ..recipes.phases import quiet_transformers
 
     cfg, weights, out = plan(args)      # user errors: one line, exit 2 (cli.py)

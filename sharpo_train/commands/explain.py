@@ -42,9 +42,9 @@ def run(args) -> int:
     if run_dir is None:
         raise UsageError("--run-dir: the run directory is required (sharpo explain --run-dir "
                          "RUN, or sharpo explain RUN)")
-    if args.out:         # output files outside the run: runs/outputs.py's rule
+    if args.out:         # output files outside the run: outputs.py's rule
         from pathlib import Path
-        from sharpo_train.runs.outputs import check_out_file
+        from sharpo_train.outputs import check_out_file
         stem = Path(args.out).with_suffix("") if not args.credit_quality else Path(args.out)
         for suffix in ((".md",) if args.credit_quality else (".html", ".png")):
             check_out_file(str(stem) + suffix, "--out", args.force)

@@ -79,7 +79,7 @@ def _run_config(args):
     """The --run-dir's trainer config (None without --run-dir or when it has none)."""
     if not args.run_dir:
         return None
-    from sharpo_train.settings.config import Config
+    from sharpo_train.loops.train_config import Config
     from sharpo_train.settings.loader import load_settings
     from sharpo_train.analysis.report.records import find_run_dir
     from sharpo_train.errors import ConfigError, UsageError
@@ -96,7 +96,7 @@ def _run_config(args):
 def run(args) -> int:
     from sharpo_train.envs.registry import DEFAULT_ENV, env_names, get_spec
 
-    from sharpo_train.runs.outputs import check_out_file
+    from sharpo_train.outputs import check_out_file
     try:
         if args.json:
             check_out_file(args.json, "--json", args.force)
@@ -131,6 +131,6 @@ def run(args) -> int:
     s.update({"model": model_dir, **info})
     print(text)
     if args.json:
-        from sharpo_train.runs.outputs import write_out_json
+        from sharpo_train.outputs import write_out_json
         write_out_json(args.json, s)
     return 0

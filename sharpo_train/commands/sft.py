@@ -1,16 +1,18 @@
 """`sharpo sft --demos FILE.jsonl --out DIR [key=value ...]`: warm start the policy on
 expert demonstrations (loss on assistant tokens only) and save a checkpoint that
-`model.path=DIR` starts RL from. Keys: epochs, max_steps, batch_size, lr, warmup_steps,
-max_length, seed, threads, model.<key> (sharpo_train/loops/sft.py: SFTConfig; model.<key> as for
-`sharpo train`). Settings are checked before anything is loaded or written."""
+`model.path=DIR` starts RL from. Keys (sharpo_train/loops/sft.py: SFTConfig; model.<key> as
+for `sharpo train`): the list below, `sharpo settings --command sft`. Settings are checked
+before anything is loaded or written."""
 from __future__ import annotations
 
 from pathlib import Path
 
 
 def register(subparsers) -> None:
+    from .settings import SettingsHelp
     p = subparsers.add_parser("sft", help="supervised warm start on expert demonstrations",
-                              description=__doc__)
+                              description=__doc__, add_help=False)
+    p.add_argument("-h", "--help", action=SettingsHelp, command="sft")
     p.add_argument("--demos", required=True, help="chat-format JSONL (sharpo alfworld demos)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (new, empty, "
                    "or an earlier sft output; docs/run_directory.md, 'Outputs')")
@@ -25,7 +27,7 @@ def run(args) -> int:
     from sharpo_train.errors import UsageError
     from sharpo_train.loops.sft import load_demos, parse_sft_overrides, run_sft
 
-    from sharpo_train.runs.outputs import check_out_dir
+    from sharpo_train.outputs import check_out_dir
 
     cfg = parse_sft_overrides(args.overrides)   # errors: one line, exit 2 (cli.py)
     check_out_dir(args.out, "--out", args.force)

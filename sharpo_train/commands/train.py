@@ -8,6 +8,8 @@ as in Hydra, `+key=value` adds a key the config does not hold yet (refused when 
 `--run-dir DIR` is `run_dir=DIR`. `--print-config` prints the resolved config (YAML, what
 RUN/config.yaml would hold) and exits without creating anything (Hydra's `--cfg job`).
 
+Every key with its type, default, range and help: the list below, `sharpo settings [PREFIX]`.
+
 `--resume --run-dir RUN [key=value ...]` continues RUN from its newest checkpoint with RUN's
 own config.yaml; the overrides may let total_steps grow and change log.*, eval.*,
 checkpoint.every/keep, model.device and model.cpu_threads, nothing that changes what the run
@@ -22,8 +24,10 @@ from ._run_dir_arg import add_run_dir, resolve_run_dir
 
 
 def register(subparsers) -> None:
+    from .settings import SettingsHelp
     p = subparsers.add_parser("train", help="train a policy with GRPO or SHARPO",
-                              description=__doc__)
+                              description=__doc__, add_help=False)
+    p.add_argument("-h", "--help", action=SettingsHelp, command="train")
     p.add_argument("--config", default=None, help="YAML config (default: the embedded one)")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN (run_dir) from RUN/checkpoints/latest with RUN/config.yaml")
@@ -39,8 +43,8 @@ def plan(args, check: bool = True):
     """The validated Config of a `sharpo train` command line; UsageError/ConfigError naming
     the key, option or path on a user error. Creates nothing. ``check=False``
     (--print-config): the settings only, not the run directory, paths or device."""
-    from ..runs.resume import resume_config
-    from ..settings.config import load_config
+    from ..loops.resume import resume_config
+    from ..loops.train_config import load_config
     from ..settings.loader import OverrideText, coerce, parse_overrides
     from ..errors import UsageError
     from ..runs.run_dir import check_run_dir
@@ -109,7 +113,7 @@ def check_paths_and_device(cfg) -> None:
 
 def run(args) -> int:
     if args.print_config:
-        from ..settings.config import config_yaml
+        from ..loops.train_config import config_yaml
         print(config_yaml(plan(args, check=False)), end="")
         return 0
     cfg = plan(args)

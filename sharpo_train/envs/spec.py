@@ -71,7 +71,7 @@ class RecipeSpec:
     # the environment's own ``demo.<key>`` settings: a dataclass (every field with a default;
     # ``validate()`` raising errors.ConfigError that starts with the key), joined to
     # DemoConfig's env-neutral ones in ``s`` for a run of this environment
-    # (recipes/schema.py: settings_class); None: it has none
+    # (recipes/recipe_config.py: settings_class); None: it has none
     settings: Optional[type] = None
 
 
@@ -131,7 +131,7 @@ class EnvSpec:
     games_overrides: Optional[Callable] = None  # `sharpo eval --games DIR`: DIR -> env.*
                                             # overrides (None: the env takes no --games)
     plan_labels: Optional[str] = None       # "module:attr" -> labeller class for credit
-                                            # quality (log.credit_quality, analysis/credit_quality.py):
+                                            # quality (log.credit_quality, analysis/credit_auc.py):
                                             # .label_episodes(episodes) -> [N][turns] of
                                             # True/False/None, .stats dict, .close()
     exact_labels: Optional[str] = None      # "module:attr" -> fn(episodes) -> [N][turns] of
@@ -140,7 +140,7 @@ class EnvSpec:
                                             # (estimators/oracle.py); None: the env has none
     reward_settings: Sequence[str] = ()     # env.<key>s that change what an episode pays,
                                             # not which tasks exist (a `sharpo compare`
-                                            # arm may set them: recipes/schema.py)
+                                            # arm may set them: recipes/recipe_config.py)
     train_defaults: Optional[Callable] = None   # env config -> {dotted trainer key: value}
                                             # (e.g. {"rollout.max_turns": 10}): what a run
                                             # of this env gets unless the user or a settings

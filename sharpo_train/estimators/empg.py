@@ -19,15 +19,16 @@ from dataclasses import dataclass
 import torch
 
 from ..step.batch import StepBatch
-from ..settings.loader import in_range
-from . import CreditOutput, GroupParams, episode_advantages, register_estimator
+from ..settings.loader import in_range, setting
+from .grpo import episode_advantages
+from .registry import CreditOutput, GroupParams, register_estimator
 
 
 @dataclass
 class EmpgParams(GroupParams):
-    empg_k: float = 1.0                   # self-calibrating scaling exp(-k H)
-    empg_k_future: float = 1.0            # future clarity bonus exp(-k_f H_next)
-    empg_zeta: float = 0.1                # weight of the future clarity bonus
+    empg_k: float = setting(1.0, "EMPG: k of the self-calibrating scaling exp(-k H)")
+    empg_k_future: float = setting(1.0, "EMPG: k_f of the future clarity bonus exp(-k_f H_next)")
+    empg_zeta: float = setting(0.1, "EMPG: weight of the future clarity bonus")
 
     def validate(self) -> None:
         super().validate()

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..step.batch import StepBatch
-from ..settings.loader import in_range, need
-from ..step.credit import grouped_normalise
-from . import CreditOutput, GroupParams, episode_advantages, register_estimator, row_turns
+from ..settings.loader import in_range, need, setting
+from ..step.batch import StepBatch, row_turns
+from ..step.method_rules import grouped_normalise
+from .grpo import episode_advantages
+from .registry import CreditOutput, GroupParams, register_estimator
 
 INITIAL_STATE = "\x00initial"   # anchor key of turn 0 (every rollout of a group starts there)
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
@@ -28,9 +29,10 @@ GIGPO_MODES = ("mean_norm", "mean_std_norm")
 
 @dataclass
 class GigpoParams(GroupParams):
-    gigpo_gamma: float = 0.95             # discount of the step return
-    gigpo_step_weight: float = 1.0        # omega, weight of the step advantage
-    gigpo_mode: str = "mean_norm"         # mean_norm | mean_std_norm
+    gigpo_gamma: float = setting(0.95, "GiGPO: discount of the step return")
+    gigpo_step_weight: float = setting(1.0, "GiGPO: omega, weight of the step advantage")
+    gigpo_mode: str = setting("mean_norm", "GiGPO: step-group normalisation, mean_norm or "
+                              "mean_std_norm")
 
     def validate(self) -> None:
         super().validate()

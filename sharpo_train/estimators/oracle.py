@@ -22,41 +22,19 @@ outcome is about:
 The last three are the oracle's parts: the perfect mask is ``free_zero`` and
 ``spare_right`` together; ``blame_wrong`` is what the equal-total variant adds to it.
 
-``teacher.oracle`` (the perfect teacher, settings/config.py / loops/trainer.py) uses
-``oracle_teacher_logp``: the teacher's log-probs are the student's plus ``y_b`` on every
-token of the row's action segment, so SHARPO's segment gap (docs/method.md §4) is exactly
-+1 on a right move, -1 on a wrong one and 0 on every other segment.
+The labels per row and ``teacher.oracle`` (the perfect teacher the scoring phase builds
+from the same labels): step/exact_labels.py.
 """
 from __future__ import annotations
 
 import torch
 
 from ..step.batch import StepBatch
+from ..step.exact_labels import credit_labels, row_labels
+from .grpo import episode_advantages
 from .registry import CreditOutput, GroupParams, register_estimator
 
 PARTS = ("mask", "equal_total", "free_zero", "spare_right", "blame_wrong")
-
-
-def credit_labels(batch: StepBatch, method: str) -> list:
-    """The batch's exact labels [N][turns] (``batch.credit_labels``); a ValueError
-    naming ``method`` when the trainer did not put them there."""
-    labels = batch.credit_labels
-    if labels is None:
-        raise ValueError(f"{method}: the environment's exact credit labels are required "
-                         f"(batch.credit_labels, filled from EnvSpec.exact_labels)")
-    if len(labels) != batch.num_episodes:
-        raise ValueError(f"{method}: batch.credit_labels has {len(labels)} episodes, "
-                         f"the batch {batch.num_episodes}")
-    return labels
-
-
-def row_labels(batch: StepBatch, labels) -> torch.Tensor:
-    """[B] float32 label of each row: +1 (True), -1 (False), 0 (None or no label)."""
-    out = []
-    for e, t in zip(batch.episode, batch.turn):
-        lab = labels[e][t] if t < len(labels[e]) else None
-        out.append(0.0 if lab is None else (1.0 if lab else -1.0))
-    return torch.tensor(out, dtype=torch.float32)
 
 
 def oracle_token_advantages(base: torch.Tensor, label: torch.Tensor, mask: torch.Tensor,
@@ -91,14 +69,6 @@ def oracle_token_advantages(base: torch.Tensor, label: torch.Tensor, mask: torch
     return (base * factor)[:, None] * mask
 
 
-def oracle_teacher_logp(old_logp: torch.Tensor, label: torch.Tensor,
-                        action_mask: torch.Tensor) -> torch.Tensor:
-    """[B, L] the perfect teacher: ``old_logp + label_b`` on the action tokens of row b
-    (action_mask [B, L] bool), ``old_logp`` elsewhere, so that every action segment's mean
-    gap is its label and every other segment's gap is 0 (docs/method.md §4)."""
-    return old_logp + label.to(old_logp.dtype)[:, None] * action_mask.to(old_logp.dtype)
-
-
 # their names in `sharpo compare` reports (Estimator.label)
 ORACLE_LABELS = {"oracle": "Oracle: perfect credit",
                  "oracle_equal_total": "Oracle, equal total |A| per rollout",
@@ -109,7 +79,6 @@ ORACLE_LABELS = {"oracle": "Oracle: perfect credit",
 
 def _register(name: str, part: str, doc: str):
     def fn(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
-        from . import episode_advantages
         labels = credit_labels(batch, name)
         base = episode_advantages(batch, cfg)[batch.traj_index]
         label = row_labels(batch, labels)
@@ -132,12 +101,3 @@ _register("oracle_blame_wrong", "blame_wrong",
 
 ORACLE_METHODS = ("oracle", "oracle_equal_total", "oracle_free_zero", "oracle_spare_right",
                   "oracle_blame_wrong")
-
-
-def perfect_teacher_logp(batch: StepBatch) -> torch.Tensor:
-    """[B, L] ``teacher.oracle``'s teacher log-probs for a scored batch (old_logp and the
-    exact labels set): ``oracle_teacher_logp`` on the action segments of every row."""
-    from . import segment_kind_mask
-    label = row_labels(batch, credit_labels(batch, "teacher.oracle"))
-    return oracle_teacher_logp(batch.old_logp, label,
-                               segment_kind_mask(batch, "action", "teacher.oracle"))

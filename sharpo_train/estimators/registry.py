@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..settings.loader import ConfigError, in_range
+from ..settings.loader import ConfigError, in_range, setting
 
 __all__ = ["CreditOutput", "AuxLoss", "Estimator", "ESTIMATORS", "GroupParams",
            "register_estimator", "estimator_config_class", "EstimatorSettings"]
@@ -57,8 +57,9 @@ class AuxLoss:
 @dataclass
 class GroupParams:
     """GRPO's group normalisation (docs/method.md §1), shared by every estimator."""
-    norm_std: bool = True                 # divide by the group std (False: Dr. GRPO)
-    eps: float = 1e-6                     # added to the std
+    norm_std: bool = setting(True, "divide A_i by the group's reward std (false: Dr. GRPO, "
+                             "centred only)")
+    eps: float = setting(1e-6, "added to the group std")
 
     def validate(self) -> None:
         in_range(self, "eps", 1e-12, 1)     # smaller is 0 in float32: 0/0 for a tied group
@@ -178,6 +179,14 @@ class EstimatorSettings:
         if isinstance(base, str) and base != method and base in ESTIMATORS:
             params.base_params = self.params(base)
         return params
+
+    def settings_owner(self, name: str):
+        """The params (this config's values) of the first registered estimator that has
+        the key ``name``: whose ``validate()`` checks it (settings/describe.py)."""
+        for est in ESTIMATORS.values():
+            if name in _fields(est.params):
+                return self._build(est.params)
+        return self
 
     def _build(self, cls):
         return cls(**{k: getattr(self, k) for k in _fields(cls)})

@@ -22,18 +22,20 @@ from dataclasses import dataclass
 
 import torch
 
-from ..step.batch import StepBatch
-from ..settings.loader import in_range
-from . import (AuxLoss, CreditOutput, GroupParams, batch_step, episode_advantages,
-               register_estimator, segment_kind_mask, teacher_fields)
+from ..settings.loader import in_range, setting
+from ..step.batch import StepBatch, segment_kind_mask
+from .grpo import episode_advantages
+from .inputs import batch_step, teacher_fields
+from .registry import AuxLoss, CreditOutput, GroupParams, register_estimator
 
 
 @dataclass
 class RlsdParams(GroupParams):
     """RLSD and SERL."""
-    rlsd_lam: float = 0.5                 # mixing weight at step 0 ...
-    rlsd_warmdown_steps: int = 50         # ... decaying linearly to 0 over this many steps
-    rlsd_clip_eps: float = 0.2            # token weight clipped to [1-eps, 1+eps]
+    rlsd_lam: float = setting(0.5, "RLSD/SERL: mixing weight of the teacher's token weight "
+                              "at step 0, decaying linearly to 0 over rlsd_warmdown_steps")
+    rlsd_warmdown_steps: int = setting(50, "RLSD/SERL: steps over which rlsd_lam decays to 0")
+    rlsd_clip_eps: float = setting(0.2, "RLSD/SERL: token weight clipped to [1 - eps, 1 + eps]")
 
     def validate(self) -> None:
         super().validate()
@@ -44,7 +46,7 @@ class RlsdParams(GroupParams):
 
 @dataclass
 class OpsdParams(GroupParams):
-    opsd_coef: float = 0.1                # coefficient of log piT - log piS added to A
+    opsd_coef: float = setting(0.1, "OPSD: coefficient of log piT - log piS added to A")
 
     def validate(self) -> None:
         super().validate()
@@ -53,8 +55,8 @@ class OpsdParams(GroupParams):
 
 @dataclass
 class SdarParams(GroupParams):
-    sdar_coef: float = 0.01               # coefficient of the gated distillation loss
-    sdar_beta: float = 5.0                # gate sharpness
+    sdar_coef: float = setting(0.01, "SDAR: coefficient of the gated distillation loss")
+    sdar_beta: float = setting(5.0, "SDAR: sharpness of the gate")
 
     def validate(self) -> None:
         super().validate()

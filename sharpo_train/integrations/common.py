@@ -11,7 +11,7 @@
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) is
-the trainer's too: sharpo_train/step/credit.py.
+the trainer's too: sharpo_train/step/method_rules.py.
 """
 from __future__ import annotations
 

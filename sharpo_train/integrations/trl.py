@@ -7,7 +7,7 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
 
 1. success of a completion: its weighted total reward >= ``success_threshold``;
 2. per group of ``num_generations`` completions, the peer rule of
-   ``credit.successful_peers`` (step/credit.py: the first other success in the group); the
+   ``credit.successful_peers`` (step/method_rules.py: the first other success in the group); the
    peer's completion (for a multi-turn episode its whole text, tool results included) is
    the hint;
 3. one no-grad pass of the current (= old, before this step's update) policy scores each
@@ -44,7 +44,7 @@ from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
-from sharpo_train.step.credit import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
+from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, StepStatInputs, step_stats, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,

@@ -35,7 +35,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.step.credit import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
+from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids, insert_hint, left_pad,
@@ -226,7 +226,7 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
     """Teacher rows for a per-step batch (one row per environment step, unpadded ids).
 
     ``rewards[r]`` is row r's episode reward. Each episode's peer follows
-    ``credit.successful_peers`` (step/credit.py) over episodes; its hint is ``peer_hint_text`` of the peer's
+    ``credit.successful_peers`` (step/method_rules.py) over episodes; its hint is ``peer_hint_text`` of the peer's
     rows in batch order. Row r's teacher prompt = its prompt with the hint inserted at the
     end of the last user message (``common.insert_hint``: at most ``max_hint_tokens``,
     total prompt <= ``max_prompt_length``, the hint cut, never the task). Rows without a

@@ -51,7 +51,7 @@ from sharpo_kernels import SharpoCoefficients, segment_advantage
 from sharpo_train.envs.turn_prompt import parse_action
 from sharpo_train.hint import HINT_DEFAULTS, render_lines
 from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages, sharpo_settings
-from sharpo_train.step.credit import sharpo_step_stats
+from sharpo_train.step.method_rules import sharpo_step_stats
 
 ROW_KEY = "sharpo_row"
 BASES = ("grpo", "gigpo", "episode_grpo")      # algorithm.sharpo.base

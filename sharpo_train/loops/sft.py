@@ -13,56 +13,54 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from ..settings.config import ModelConfig
+from .train_config import ModelConfig
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
-from ..settings.loader import apply_overrides, in_range, parse_overrides, validate_settings
+from ..settings.loader import apply_overrides, in_range, parse_overrides, setting, validate_settings
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
-from ..runs.outputs import check_out_dir, install_dir, new_build_dir
+from ..outputs import check_out_dir, install_dir, new_build_dir
 
 
 @dataclass
 class SFTConfig(H.HintKeys):
     """`sharpo sft` settings (``key=value``; ``model.<key>`` sets the policy's ModelConfig,
-    the trainer's: sharpo_train/settings/config.py). Read by loader.load_settings. The ``hint_*``
+    the trainer's: sharpo_train/loops/train_config.py). Read by loader.load_settings. The ``hint_*``
     keys of the hinted copies (``hint_fraction``) are the trainer's ``teacher.hint_*``
     (hint.py ``HintKeys``: same defaults, same checks); set them as the RL run does."""
 
-    epochs: float = 3.0          # passes over the demonstrations (fractions allowed)
-    max_steps: int = 0           # > 0: stop after this many optimizer steps
-    batch_size: int = 16
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1    # cosine decay to lr * min_lr_ratio
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    max_length: int = 1024       # longer examples keep their last max_length tokens
-    grad_clip: float = 1.0
-    seed: int = 0
-    log_every: int = 10
-    threads: int = 0             # torch threads; 0 leaves the default
-    prompt_loss_weight: float = 0.0  # > 0: also a language-model loss on the prompt tokens,
-                                     # this much per token (helps a tiny model from scratch
-                                     # learn to read its prompt); 0 = assistant tokens only
-    model: ModelConfig = field(default_factory=ModelConfig)  # the policy (build_policy)
-    hint_fraction: float = 0.0   # this fraction of demonstration episodes is also shown with
-                                 # its own trajectory as the teacher's hint (the trainer's
-                                 # teacher layout), so that reading a hint is in distribution
-                                 # for the teacher (docs/training.md, "Hint-aware warm start")
-    hint_env: str = DEFAULT_ENV             # the environment whose hint text and task line
-                                            # are used (env.name of the RL run; the recipes
-                                            # set it to demo.env)
-    hint_every_turn: bool = False           # deviation option (docs/training.md): hinted copies
-                                            # of the turns a hint says nothing about too
-                                            # (the corridor's free turns), trained on their
-                                            # reasoning only, so the teacher's reasoning
-                                            # there is in distribution (no one-signed gap)
+    epochs: float = setting(3.0, "passes over the demonstrations (fractions allowed)")
+    max_steps: int = setting(0, "> 0: stop after this many optimizer steps")
+    batch_size: int = setting(16, "examples per optimizer step")
+    lr: float = setting(1e-3, "AdamW learning rate")
+    min_lr_ratio: float = setting(0.1, "cosine decay to lr * min_lr_ratio")
+    warmup_steps: int = setting(10, "linear learning-rate warmup, in optimizer steps")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    max_length: int = setting(1024, "tokens per example; a longer one keeps its last "
+                              "max_length tokens")
+    grad_clip: float = setting(1.0, "clip the gradient's global norm to this (0: no clipping)")
+    seed: int = setting(0, "seed of the shuffling and the model init")
+    log_every: int = setting(10, "log the loss every N steps")
+    threads: int = setting(0, "torch threads; 0 leaves torch's default")
+    prompt_loss_weight: float = setting(0.0, "> 0: also a language-model loss on the prompt "
+                                        "tokens, this much per token (helps a tiny model from "
+                                        "scratch read its prompt); 0: assistant tokens only")
+    model: ModelConfig = setting(help="the policy (build_policy)", factory=ModelConfig)
+    hint_fraction: float = setting(0.0, "this fraction of demonstration episodes is also shown "
+                                   "with its own trajectory as the teacher's hint, so reading "
+                                   "a hint is in distribution (docs/training.md, \"Hint-aware "
+                                   "warm start\")")
+    hint_env: str = setting(DEFAULT_ENV, "the environment whose hint text and task line are "
+                            "used (env.name of the RL run; the recipes set it to demo.env)")
+    hint_every_turn: bool = setting(False, "deviation option (docs/training.md): hinted copies "
+                                    "of the turns a hint says nothing about too, trained on "
+                                    "their reasoning only")
 
     def validate(self) -> None:
         super().validate()

@@ -33,16 +33,16 @@ import torch
 from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
-from ..runs.resume import check_resume
-from ..settings.config import Config, save_config
-from ..step.credit import teacher_coverage
-from ..analysis.credit_quality import LABELLER_COUNTS, save_batch, step_credit_quality
+from .resume import check_resume
+from .train_config import Config, save_config
+from ..step.method_rules import teacher_coverage
+from ..analysis.credit_auc import LABELLER_COUNTS, step_credit_quality
+from ..analysis.rescoring import save_batch
 from ..runs.credit_record import credit_record, write_credit
 from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
-from ..estimators import ESTIMATORS, CreditOutput, fill_episode_advantages
-from ..estimators.oracle import perfect_teacher_logp
+from ..estimators import ESTIMATORS, CreditOutput
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -58,6 +58,7 @@ from ..step.rollout import collect_rollouts
 from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
 from ..runs.run_lock import RunLock
+from ..step.exact_labels import perfect_teacher_logp
 from ..step.scoring import ScoreStats, tree_logprobs
 from ..step.teacher import (TeacherRows, assign_teachers, render_hints, scatter_teacher_logp,
                             teacher_rows, turn_hints)
@@ -256,7 +257,7 @@ class Trainer:
 
     def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
         """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
-        method's credit AUC into ``rec`` (analysis/credit_quality.py, docs/credit_quality.md);
+        method's credit AUC into ``rec`` (analysis/credit_auc.py, docs/credit_quality.md);
         returns the labels [N][turns]."""
         t = time.perf_counter()
         if self.labeller is None:
@@ -283,7 +284,7 @@ class Trainer:
         """With theta_old and no gradient, fill the scoring fields of ``batch``: A_i per
         episode, the teachers, the log-probs of every row and teacher row, the reference's.
         Returns the step's counters."""
-        fill_episode_advantages(batch, self.params)                       # [N] A_i
+        batch.fill_episode_advantages(norm_std=self.params.norm_std, eps=self.params.eps)  # [N] A_i
         teachers = self.teachers(batch, rng)                              # peers -> hints -> rows
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
@@ -511,7 +512,7 @@ class Trainer:
 def train(config: Config) -> Path:
     """Run (or, with ``config.resume``, continue) training; returns the run directory.
     A resume may not change what the run is: RUN/config.yaml is never rewritten with other
-    run-defining values (runs/resume.py check_resume; docs/run_directory.md)."""
+    run-defining values (loops/resume.py check_resume; docs/run_directory.md)."""
     saved = Path(config.run_dir) / "config.yaml"
     if config.resume and saved.is_file():
         check_resume(load_settings(Config, saved), config, str(saved))

@@ -35,7 +35,7 @@ from ..errors import UsageError
 from . import tiny
 from .named import NAMED_MODELS, named_model_dir
 
-# model.lora.targets (settings/config.py LoraSettings): the default, and the names refused
+# model.lora.targets (loops/train_config.py LoraSettings): the default, and the names refused
 # there (the output head and the embeddings, across architectures; check_targets also
 # refuses whatever module a model reports as its input/output embeddings or shares a weight with)
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..analysis.report.compare import write_compare_report
 from . import phases
 from .demo import open_pipeline
-from .settings import PipelinePlan
+from .overrides import PipelinePlan
 
 
 def compare_runs(methods, seeds) -> list[tuple[str, int, str, list[str]]]:

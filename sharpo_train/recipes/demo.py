@@ -19,7 +19,7 @@ from pathlib import Path
 from ..analysis.report.demo import write_demo_report
 from ..runs.run_dir import check_pipeline_dir
 from . import phases
-from .settings import PipelinePlan
+from .overrides import PipelinePlan
 
 
 def open_pipeline(plan: PipelinePlan, echo=print):

@@ -26,14 +26,14 @@ from typing import Callable, Optional
 
 from ..loops import trainer
 from ..runs.checkpoint import latest_checkpoint
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 from ..envs.registry import get_spec
 from ..settings.loader import override_key
 from ..loops.evaluate import evaluate_checkpoint, family_episodes
 from ..io import atomic_write_json, loads_json
 from ..models.tokenizer import TOKENIZER_DIR
 from ..loops.sft import run_sft
-from .schema import DemoConfig
+from .recipe_config import DemoConfig
 
 
 def env_recipe(name: str):

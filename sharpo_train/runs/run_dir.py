@@ -7,10 +7,8 @@ run"), checked before anything is created or written:
   (checked on the resolved path, so ``runs/../..`` or a link to ``/`` count too);
 - a training run directory (``sharpo train run_dir=RUN``, the Python ``train(config)``)
   is a folder that does not exist yet (created), an empty folder (or one holding only a
-  ``.lock``), or a sharpo run: it holds
-  ``.sharpo-run`` (written first, by every run), or, for runs of earlier versions, a
-  ``config.yaml`` that is a sharpo training config (every key known) beside
-  ``metrics.jsonl`` or ``.lock``. Any other existing folder is refused, so that its files
+  ``.lock``), or a sharpo run: it holds ``.sharpo-run`` (written first, by every run).
+  Any other existing folder is refused, so that its files
   (a ``config.yaml``, an ``eval.json`` of something else) are never overwritten;
 - a pipeline directory (``sharpo demo`` / ``sharpo compare``) likewise: new, empty, or one
   that holds ``pipeline.json`` (written first, by every pipeline).
@@ -21,10 +19,9 @@ import json
 import os
 from pathlib import Path
 
-from ..settings.config import Config
-from ..settings.loader import ConfigError, load_settings
 from ..errors import UsageError
 from ..io import atomic_write_text
+from ..outputs import system_folder
 from .run_files import check_entry
 from .run_lock import LOCK_NAME
 
@@ -32,44 +29,10 @@ RUN_MARKER = ".sharpo-run"   # RUN/.sharpo-run: {"format": "sharpo-run/1", "comm
 RUN_FORMAT = "sharpo-run/1"
 PIPELINE_MARKER = "pipeline.json"    # written first by recipes/demo.py open_pipeline
 
-_SYSTEM_ROOTS = ("/", "/home", "/root", "/tmp", "/var", "/opt", "/mnt", "/media", "/srv",
-                 "/run")
-_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc",
-                 "/sbin", "/sys", "/usr")
-
-
-def system_folder(path: str | Path) -> str | None:
-    """Why ``path`` may not hold a run (a system folder or a home directory), or None."""
-    real = Path(os.path.realpath(os.path.expanduser(str(path))))
-    home = Path(os.path.realpath(os.path.expanduser("~")))
-    if real == home:
-        return f"it is the home directory {home}"
-    for root in _SYSTEM_ROOTS:
-        if real == Path(root):
-            return f"it is the system folder {root}"
-    for tree in _SYSTEM_TREES:
-        if real == Path(tree):
-            return f"it is the system folder {tree}"
-        if Path(tree) in real.parents:
-            return f"it is inside the system folder {tree}"
-    return None
-
-
 def is_sharpo_run(path: str | Path) -> bool:
-    """``path`` is a folder a sharpo run wrote (its marker, or a legacy run's files)."""
-    p = Path(path)
-    if (p / RUN_MARKER).is_file() and not (p / RUN_MARKER).is_symlink():
-        return marker_format(p / RUN_MARKER) == RUN_FORMAT
-    if (p / RUN_MARKER).exists() or (p / RUN_MARKER).is_symlink():
-        return False
-    if not (p / "config.yaml").is_file() or \
-            not ((p / "metrics.jsonl").is_file() or (p / ".lock").is_file()):
-        return False
-    try:
-        load_settings(Config, p / "config.yaml")
-    except (ConfigError, UsageError):
-        return False
-    return True
+    """``path`` is a folder a sharpo run wrote: it holds the run marker (a regular file)."""
+    marker = Path(path) / RUN_MARKER
+    return marker.is_file() and not marker.is_symlink() and marker_format(marker) == RUN_FORMAT
 
 
 def marker_format(path: Path) -> str | None:

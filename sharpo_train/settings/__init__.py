@@ -1,6 +1,6 @@
-"""Settings: the loader every command shares (typed dataclasses, overrides, validation),
-bounded YAML input, and the trainer's Config schema.
+"""Settings: the one loader every command's settings go through (typed dataclasses, YAML
+with ``base:``, ``key=value`` overrides, range checks) and bounded YAML input. Each
+command's own settings live beside it (the trainer's ``Config``: loops/train_config.py).
 
-May import: the root modules; config.py also reads the names that envs/, estimators/,
-step/ and runs/ register (environments, methods, losses, hint placements, trackers).
+May import: the root modules. Importing it needs no torch.
 """

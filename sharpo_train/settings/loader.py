@@ -1,6 +1,6 @@
 """The settings engine every command shares: typed nested dataclasses, one loader, one
 override parser, one validation. The schemas live with their owners (the trainer's:
-config.py; `sharpo sft`: sft.SFTConfig; the recipes: recipes/schema.py; an environment's
+loops/train_config.py; `sharpo sft`: sft.SFTConfig; the recipes: recipes/recipe_config.py; an environment's
 ``env.*``: its EnvSpec.settings; an estimator's ``estimator.*``: its registered params).
 
     load_settings(cls, path, overrides)    YAML file (a ``base:`` key names a parent YAML,
@@ -12,6 +12,8 @@ config.py; `sharpo sft`: sft.SFTConfig; the recipes: recipes/schema.py; an envir
                                            then ``validate()`` of every nested dataclass
     check_schema(mapping, schema, prefix)  a free-form mapping against {key: (type, lo, hi)}
     need / in_range                        the checks ``validate()`` methods are written with
+    setting(default, help)                 a field with its one-line help (describe.py
+                                           lists keys, types, defaults, ranges and help)
 
 Override values are typed by the field they land in: floats accept ``1e-3``, ``.5``;
 ints refuse ``2.5``; bools accept true/false (any case); ``null``/``none`` -> None where the
@@ -274,6 +276,16 @@ def _deep_update(target: dict, data: dict) -> None:
 
 
 # ---------------------------------------------------------------------------- validation
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *,
+            factory: Any = dataclasses.MISSING, **metadata) -> Any:
+    """A settings dataclass field with its one-line ``help`` (``metadata["help"]``, read by
+    describe.py: `sharpo settings`, `sharpo train --help`) and further metadata (e.g.
+    ``aliases``); ``factory``: a default_factory for a mutable default."""
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata={"help": help, **metadata})
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
 
 def need(ok: bool, key: str, what: str, value: Any) -> None:
     """Raise ``ConfigError("key: expected what, got value")`` unless ``ok``."""

@@ -7,7 +7,8 @@ its own fields (docs/training.md, row layout):
 1. rollout -> ``StepBatch.from_episodes``: per-row token lists, ``response_mask``,
    ``segment_ids``, ``traj_index``; per-episode ``rewards``, ``group_of``, ``env_fault``;
    the trainer adds the environment's exact ``credit_labels`` where it has them.
-2. score (loops/trainer.py + teacher.py): ``episode_adv``, ``teacher_of``, ``hints``,
+2. score (loops/trainer.py + teacher.py): ``episode_adv`` with ``episode_adv_norm``
+   (``fill_episode_advantages``), ``teacher_of``, ``hints``,
    ``old_logp``, ``teacher_logp``, ``has_teacher``, ``ref_logp`` (``old_entropy`` for an
    estimator with needs_entropy); ``step`` (the training step, for scheduled estimators).
 3. credit (estimators package): ``advantages`` and ``aux_loss`` (the estimator's output).
@@ -28,6 +29,7 @@ from typing import Optional
 
 import torch
 
+from .method_rules import group_advantages
 from .rollout import Episode
 from .segments import segment_ids as span_ids
 
@@ -53,6 +55,7 @@ class StepBatch:
                                               # oracle.py); None: the env has none
     # filled by scoring
     episode_adv: Optional[torch.Tensor] = None  # [N] fp32 GRPO A_i (0 for faulted episodes)
+    episode_adv_norm: Optional[tuple] = None  # (norm_std, eps) episode_adv was computed with
     teacher_of: Optional[list] = None         # [N] index of the peer giving the hint, or None
     hints: Optional[list] = None              # [N] hint text, or None
     old_logp: Optional[torch.Tensor] = None   # [B, L] theta_old (the student)
@@ -66,10 +69,7 @@ class StepBatch:
     aux_loss: Optional[object] = None         # estimators.AuxLoss: an extra update loss term
     step: Optional[int] = None                # the training step (1, 2, ...): an input of
                                               # scheduled estimators (estimators.batch_step)
-    # bookkeeping: only the estimators' cache key "episode_adv_params"
-    # (estimators/__init__.py); the phases' counters are returned, not parked here
-    # (loops/trainer.py ScoreCounts)
-    meta: dict = field(default_factory=dict)
+    # the phases' counters are returned, not parked here (loops/trainer.py ScoreCounts)
 
     def __len__(self) -> int:
         return int(self.traj_index.numel())
@@ -94,6 +94,22 @@ class StepBatch:
     def episode(self) -> list[int]:
         """[B] episode index of each row (``traj_index`` as a list)."""
         return self.traj_index.tolist()
+
+    def episode_advantages(self, *, norm_std: bool, eps: float) -> torch.Tensor:
+        """[N] GRPO A_i of every episode (docs/method.md §1, ``credit.group_advantages``),
+        env-faulted ones left out (A = 0): ``episode_adv`` when it was computed with the
+        same (norm_std, eps), else computed now (not stored)."""
+        if self.episode_adv is not None and self.episode_adv_norm == (norm_std, eps):
+            return self.episode_adv
+        return group_advantages(self.rewards, self.group_of, norm_std=norm_std, eps=eps,
+                                valid=self.healthy)
+
+    def fill_episode_advantages(self, *, norm_std: bool, eps: float) -> torch.Tensor:
+        """Set ``episode_adv`` [N] and ``episode_adv_norm`` (the trainer, before teachers
+        and credit; the estimators read them back through ``episode_advantages``)."""
+        self.episode_adv = self.episode_advantages(norm_std=norm_std, eps=eps)
+        self.episode_adv_norm = (norm_std, eps)
+        return self.episode_adv
 
     def sequences(self) -> list[list[int]]:
         """[B] ``prompt | response`` token lists."""
@@ -137,4 +153,24 @@ def pad_rows(values: list[torch.Tensor], width: int, fill: float = 0.0) -> torch
     out = torch.full((len(values), width), fill, dtype=torch.float32)
     for b, v in enumerate(values):
         out[b, :v.numel()] = v.detach().float().cpu()
+    return out
+
+
+def row_turns(batch: StepBatch, method: str) -> list:
+    """[B] the Turn of every row (``episodes[traj_index[b]].turns[turn[b]]``); a ValueError
+    naming ``method`` when the batch lacks them."""
+    if len(batch.episodes) != batch.num_episodes or len(batch.turn) != len(batch):
+        raise ValueError(f"{method}: the batch's episodes and turn indices are required "
+                         f"(episodes [N], turn [B])")
+    return [batch.episodes[e].turns[t] for e, t in zip(batch.episode, batch.turn)]
+
+
+def segment_kind_mask(batch: StepBatch, kind: str, method: str) -> torch.Tensor:
+    """[B, L] bool: tokens in a segment of ``kind`` ("think" / "action"); a row's segment
+    ids number its turn's spans in order (segments.py, docs/method.md §2)."""
+    out = torch.zeros(batch.segment_ids.shape, dtype=torch.bool)
+    for b, turn in enumerate(row_turns(batch, method)):
+        for k, span in enumerate(turn.spans):
+            if span.kind == kind:
+                out[b] |= batch.segment_ids[b] == k
     return out

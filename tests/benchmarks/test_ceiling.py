@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.recipes.recipe_config import parse_methods
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = "grpo,oracle,sharpo:0.2"

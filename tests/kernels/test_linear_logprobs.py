@@ -11,7 +11,8 @@ import torch
 
 from sharpo_kernels._backend import backend_runs_on
 from sharpo_kernels import linear_logprobs, token_logprobs
-from sharpo_kernels.logprobs.cpu import ChunkOptions, _stash_views, linear_logprobs_cpu
+from sharpo_kernels.logprobs.cpu_tiles import ChunkOptions
+from sharpo_kernels.logprobs.linear_cpu import _stash_views, linear_logprobs_cpu
 from sharpo_kernels.logprobs.reference import linear_logprobs_reference
 
 BACKENDS = ["torch", "cpu", pytest.param("triton", marks=pytest.mark.skipif(

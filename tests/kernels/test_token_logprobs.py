@@ -12,7 +12,8 @@ import torch
 
 from sharpo_kernels._backend import backend_runs_on
 from sharpo_kernels import token_logprobs
-from sharpo_kernels.logprobs.cpu import ChunkOptions, token_logprobs_cpu
+from sharpo_kernels.logprobs.cpu_tiles import ChunkOptions
+from sharpo_kernels.logprobs.token_cpu import token_logprobs_cpu
 from sharpo_kernels.logprobs.reference import token_logprobs_reference
 
 BACKENDS = ["torch", "cpu", pytest.param("triton", marks=pytest.mark.skipif(

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..credit_quality import results_table, saved_batches, score_run
+from ..rescoring import results_table, saved_batches, score_run
 from ...io import atomic_write_text
 from ...runs.run_files import run_subdir
 from .records import read_metrics

@@ -40,7 +40,7 @@ def cmd_play(args) -> int:
     from sharpo_train.envs.alfworld.play import (expert_agent, format_table, play,
                                                      random_agent, records_to_json, success_table)
     from sharpo_train.envs.alfworld.games import discover_games, task_of
-    from sharpo_train.runs.outputs import check_out_file, write_out_json
+    from sharpo_train.outputs import check_out_file, write_out_json
     if args.json:
         check_out_file(args.json, "--json", args.force)
     _set_data_env(args.games)
@@ -72,7 +72,7 @@ def cmd_play(args) -> int:
 
 def cmd_generate(args) -> int:
     from sharpo_train.envs.alfworld.generator import generate_games
-    from sharpo_train.runs.outputs import check_out_folder
+    from sharpo_train.outputs import check_out_folder
     check_out_folder(args.out, "--out", args.force, lambda p: (p / "json_2.1.1").is_dir(),
                      "an ALFWorld games folder (no json_2.1.1/)")
     t0 = time.perf_counter()
@@ -92,7 +92,7 @@ def cmd_generate(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.alfworld.demos import write_demos
-    from sharpo_train.runs.outputs import check_out_file
+    from sharpo_train.outputs import check_out_file
     check_out_file(args.out, "--out", args.force)
     _set_data_env(args.games)
     split = _pick_split(args.games, args.split)

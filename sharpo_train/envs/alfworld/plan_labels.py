@@ -1,4 +1,4 @@
-"""Planner labels of ALFWorld actions for credit quality (analysis/credit_quality.py,
+"""Planner labels of ALFWorld actions for credit quality (analysis/credit_auc.py,
 docs/credit_quality.md): the planner knows, for every state, the length of the shortest
 plan it finds to the goal. An action is **on-plan** when the plan from the state after it
 is exactly one step shorter than the plan from the state before it (it kept a plan), else

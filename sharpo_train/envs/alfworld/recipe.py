@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -26,12 +26,15 @@ SHARED_ALFWORLD = next((c for c in SHARED_CANDIDATES if c.is_dir()), SHARED_CAND
 @dataclass
 class AlfworldDemoSettings:
     """ALFWorld's own ``demo.<key>`` settings of `sharpo demo` / `sharpo compare`
-    (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/schema.py)."""
+    (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/recipe_config.py)."""
 
-    game_size: str = "tiny"        # generator room size (generator.SIZES): tiny | small | medium | large
-    real_eval_games: int = 6       # real valid_seen games sampled for evaluation (0: none)
-    real_games_dir: str = ""       # folder holding json_2.1.1 ("": SHARED_ALFWORLD if present)
-    real_max_turns: int = 10       # turn limit on the real games
+    game_size: str = field(default="tiny", metadata={"help": "room size of the generated games "
+                           "(generator.SIZES): tiny, small, medium or large"})
+    real_eval_games: int = field(default=6, metadata={"help": "real ALFWorld valid_seen games "
+                                 "sampled for evaluation (0: none)"})
+    real_games_dir: str = field(default="", metadata={"help": "folder holding ALFWorld's "
+                                "json_2.1.1 (empty: the shared data folder when present)"})
+    real_max_turns: int = field(default=10, metadata={"help": "turn limit on the real games"})
 
     def validate(self) -> None:
         if self.game_size not in SIZES:

@@ -79,7 +79,7 @@ def make_suite(env_config: dict) -> EnvSuite:
 def label_episodes(episodes) -> list[list]:
     """[N][turns] exact credit labels of rollout Episodes (step/rollout.py): True/False at a
     lamp turn (right/wrong door), None elsewhere and for an episode ended by a fault
-    (analysis/credit_quality.py, docs/credit_quality.md)."""
+    (analysis/credit_auc.py, docs/credit_quality.md)."""
     return [[None] * len(ep.turns) if ep.error is not None else
             decisive_labels(ep.task, [t.action for t in ep.turns]) for ep in episodes]
 

@@ -1,6 +1,6 @@
 """Exact credit labels of corridor rollouts (docs/credit_quality.md): the environment
 knows which turns were decisive and which door was right there, so no planner is needed.
-The labeller has the interface analysis/credit_quality.py asks of every environment's labeller."""
+The labeller has the interface analysis/credit_auc.py asks of every environment's labeller."""
 from __future__ import annotations
 from . import label_episodes
 

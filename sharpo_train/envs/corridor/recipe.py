@@ -67,8 +67,9 @@ def heldout(path: Path, s, cfg) -> list:
     return make_suite(dict(cfg.env)).eval_tasks
 
 
-# `sharpo demo|compare env=corridor` defaults (recipes/settings.py ENV_DEFAULTS), sized so
-# that a 5-seed compare of 5 methods fits about an hour on a 2-core CPU (docs/corridor.md);
+# `sharpo demo|compare env=corridor` defaults (this RecipeSpec's ``defaults``, applied by
+# recipes/overrides.py), sized so that a 5-seed compare of 5 methods fits about an hour on
+# a 2-core CPU (docs/corridor.md);
 # what follows the corridor's size (SFT length, reply budget, turn limit): sized(). The SFT
 # makes one pass over the demonstrations (813 steps at the default size): 350 steps (0.43
 # of a pass, the recipe until 2026-12) learned the lamp code only for some SFT seeds.

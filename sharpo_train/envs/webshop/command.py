@@ -13,7 +13,7 @@ from ..command_args import non_negative, positive, run_logged
 
 
 def cmd_play(args) -> int:
-    from sharpo_train.runs.outputs import check_out_file, write_out_json
+    from sharpo_train.outputs import check_out_file, write_out_json
     if args.json:
         check_out_file(args.json, "--json", args.force)
     from sharpo_train.envs.webshop.agents import play, records_to_json, summary
@@ -42,7 +42,7 @@ def cmd_play(args) -> int:
 
 def cmd_demos(args) -> int:
     from sharpo_train.envs.webshop.demos import write_demos
-    from sharpo_train.runs.outputs import check_out_file
+    from sharpo_train.outputs import check_out_file
     check_out_file(args.out, "--out", args.force)
     t0 = time.perf_counter()
     stats = write_demos(args.out, split=args.split, limit=args.n or None, data_dir=args.data,

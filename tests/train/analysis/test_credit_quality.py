@@ -1,4 +1,4 @@
-"""Credit quality (sharpo_train/analysis/credit_quality.py, docs/credit_quality.md): the AUC against
+"""Credit quality (sharpo_train/analysis/credit_auc.py and rescoring.py, docs/credit_quality.md): the AUC against
 a plain pairwise reference, segment coefficients, planner labels against a fresh engine
 that plans at every step, saved batches (safetensors + JSON) and offline scoring."""
 import dataclasses
@@ -12,15 +12,14 @@ import torch
 
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
-from sharpo_train.step.credit import scored_segments
-from sharpo_train.analysis.credit_quality import (PROFILE_CLASSES, TIE_TOLERANCE, Segments, credit_auc,
-                                                  load_batch, results_table, save_batch, score_batches,
-                                                  action_credit, step_credit_quality,
-                                                  weight_profile)
+from sharpo_train.step.method_rules import scored_segments
+from sharpo_train.analysis.credit_auc import TIE_TOLERANCE, Segments, credit_auc, action_credit, step_credit_quality
+from sharpo_train.analysis.rescoring import PROFILE_CLASSES, load_batch, results_table, save_batch, score_batches, weight_profile
 from sharpo_train.envs.base import Task
-from sharpo_train.estimators import ESTIMATORS, episode_advantages
+from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.estimators.grpo import episode_advantages
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
 

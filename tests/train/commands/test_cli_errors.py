@@ -13,7 +13,7 @@ import yaml
 
 from sharpo_train import __version__
 from sharpo_train.cli import build_parser, main
-from sharpo_train.settings.config import load_config, save_config
+from sharpo_train.loops.train_config import load_config, save_config
 from sharpo_train.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,8 +42,9 @@ def one_line_error(capsys, argv, *needles) -> str:
 
 
 def fake_run(run_dir: Path, *overrides) -> Path:
-    """A run directory as `sharpo train` leaves it (config.yaml + a metrics line)."""
-    run_dir.mkdir(parents=True)
+    """A run directory as `sharpo train` leaves it (its marker, config.yaml, a metrics line)."""
+    from sharpo_train.runs.run_dir import mark_run_dir
+    mark_run_dir(run_dir)
     save_config(load_config(SMOKE, [f"run_dir={run_dir}", *overrides]), run_dir / "config.yaml")
     (run_dir / "metrics.jsonl").write_text('{"step": 1, "kind": "train"}\n')
     return run_dir
@@ -163,7 +164,7 @@ def test_version_and_command_list(capsys):
     # an environment's own command comes from its EnvSpec.command, in `sharpo --help` order
     # after sft; cli.py names no environment
     assert list(sub.choices) == ["demo", "train", "eval", "sft", "alfworld", "webshop", "compare",
-                                 "explain", "probe-teacher"]
+                                 "explain", "probe-teacher", "settings"]
     import ast
     from sharpo_train.envs import env_names
     tree = ast.parse((ROOT / "sharpo_train" / "cli.py").read_text())

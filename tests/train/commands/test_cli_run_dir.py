@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from sharpo_train.cli import build_parser, main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")

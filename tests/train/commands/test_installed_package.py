@@ -10,7 +10,7 @@ import pytest
 CODE = """
 import sharpo_train
 from sharpo_train.models.tokenizer import TOKENIZER_DIR, build_tokenizer
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 tok = build_tokenizer(TOKENIZER_DIR)
 assert tok.chat_template, "no chat template"
 assert (TOKENIZER_DIR / "chat_template.jinja").is_file(), "chat_template.jinja not installed"

@@ -13,7 +13,7 @@ import pytest
 
 from sharpo_train.errors import ConfigError
 
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs import env_prompts, make_suite
 from sharpo_train.envs.corridor import label_episodes, settings_of
 from sharpo_train.envs.corridor.agents import lamp_doors, play, play_episode, summary

@@ -16,7 +16,7 @@ from sharpo_train.envs.corridor.engine import ACTION_NAMES, COLOURS, CorridorSet
 from sharpo_train.envs.corridor.prompts import format_response
 from sharpo_train.envs.corridor.recipe import free_keep, sized
 from sharpo_train.errors import ConfigError
-from sharpo_train.recipes.settings import PipelinePlan
+from sharpo_train.recipes.overrides import PipelinePlan
 
 # the recipe's values before they were derived: the default compare must not move
 TODAY = {"sft.max_length": 1024, "rollout.max_new_tokens": 24, "rollout.max_turns": 100}

@@ -12,17 +12,17 @@ import sharpo_train.recipes.phases as phases
 import sharpo_train.loops.trainer as trainer
 from sharpo_train.cli import main
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.envs.base import balanced_tasks
 from sharpo_train.loops.evaluate import score_by_family
-from sharpo_train.recipes.settings import PipelinePlan
+from sharpo_train.recipes.overrides import PipelinePlan
 from sharpo_train.step.rollout import Episode
 import sharpo_train.envs.alfworld.recipe as alfworld_recipe
 import sharpo_train.envs.webshop.recipe as webshop_recipe
 from sharpo_train.envs import recipe_envs
 from sharpo_train.envs.spec import RecipeSpec
-from sharpo_train.recipes.schema import CompareConfig
+from sharpo_train.recipes.recipe_config import CompareConfig
 
 CATEGORIES = {"beauty", "electronics", "fashion", "garden", "grocery"}
 

@@ -7,9 +7,10 @@ import torch
 
 from sharpo_kernels.testing import segment_advantage_loop
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
-from sharpo_train.estimators import ESTIMATORS, EstimatorConfig, SharpoParams, base_estimators
-from sharpo_train.recipes.settings import parse_methods
+from sharpo_train.loops.train_config import load_config
+from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
+from sharpo_train.estimators.sharpo import SharpoParams, base_estimators
+from sharpo_train.recipes.recipe_config import parse_methods
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.envs.base import Task
 from sharpo_train.step.rollout import Episode, Turn

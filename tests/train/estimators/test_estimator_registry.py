@@ -9,10 +9,12 @@ import torch
 
 from sharpo_kernels import SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.settings.loader import in_range, load_settings
 from sharpo_train.estimators import (ESTIMATORS, CreditOutput, EstimatorConfig, GroupParams,
-                                     SharpoParams, episode_advantages, register_estimator)
+                                     register_estimator)
+from sharpo_train.estimators.grpo import episode_advantages
+from sharpo_train.estimators.sharpo import SharpoParams
 from sharpo_train.estimators.gigpo import GigpoParams
 from sharpo_train.estimators.self_distill import RlsdParams
 
@@ -73,7 +75,7 @@ def test_sharpo_defaults_come_from_the_kernel_definition():
     import inspect
     sig = inspect.signature(segment_advantage).parameters
     assert {k: sig[k].default for k in want} == want
-    from sharpo_train.recipes.schema import parse_method
+    from sharpo_train.recipes.recipe_config import parse_method
     assert parse_method("sharpo") == ("sharpo", SHARPO_DEFAULTS.lam)
 
 
@@ -132,7 +134,7 @@ def test_registering_with_params_adds_validated_keys(registered):
     assert load_config(None, ["estimator.scaled_factor=3"]).estimator.scaled_factor == 3.0
     with pytest.raises(ConfigError, match=r"^estimator\.scaled_factor: expected > 0"):
         load_config(None, ["method=scaled_t", "estimator.scaled_factor=0"])
-    from sharpo_train.recipes.schema import parse_method
+    from sharpo_train.recipes.recipe_config import parse_method
     assert parse_method("scaled_t:4") == ("scaled_t", 4.0)
     with pytest.raises(ConfigError, match="scaled_factor"):
         parse_method("scaled_t:20")
@@ -166,13 +168,12 @@ def test_registration_refuses_bad_params(registered):
 
 def test_estimators_reuse_the_trainers_episode_advantages():
     from sharpo_train.step.batch import StepBatch
-    from sharpo_train.estimators import fill_episode_advantages
     batch = StepBatch(rewards=torch.tensor([1., 0., 0., 1.]), group_of=torch.tensor([0, 0, 0, 0]),
                       traj_index=torch.tensor([0, 1, 2, 3]), response_mask=torch.ones(4, 3),
                       segment_ids=torch.zeros(4, 3, dtype=torch.long), old_logp=torch.zeros(4, 3))
     p = GroupParams()
-    a = fill_episode_advantages(batch, p)
-    assert batch.episode_adv is a
+    a = batch.fill_episode_advantages(norm_std=p.norm_std, eps=p.eps)
+    assert batch.episode_adv is a and batch.episode_adv_norm == (p.norm_std, p.eps)
     batch.episode_adv = a * 0 + 7.0                        # what the trainer stored is read
     out = ESTIMATORS["grpo"].fn(batch, p)
     assert torch.all(out.base == 7.0)

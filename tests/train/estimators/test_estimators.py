@@ -1,11 +1,11 @@
-"""Credit estimators (sharpo_train/estimators/__init__.py: the registry, GRPO, SHARPO) and loss pieces (losses.py)."""
+"""Credit estimators (sharpo_train/estimators/: the registry, grpo.py, sharpo.py) and loss pieces (losses.py)."""
 import math
 
 import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.step.credit import group_advantages
+from sharpo_train.step.method_rules import group_advantages
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig, register_estimator
 from sharpo_train.step.losses import AGGREGATIONS, aggregate, kl_low_var, ppo_clip_loss, token_weights
 
@@ -93,7 +93,7 @@ def test_registering_a_method_needs_no_trainer_change():
         base = torch.ones(len(batch.traj_index))
         return CreditOutput(batch.response_mask.clone(), base)
     try:
-        from sharpo_train.settings.config import config_from_dict
+        from sharpo_train.loops.train_config import config_from_dict
         cfg = config_from_dict({"method": "test_flat", "env": {"name": "synthetic"}})
         assert cfg.method == "test_flat"
     finally:
@@ -170,7 +170,7 @@ def test_env_faulted_episodes_leave_the_group_statistics_and_the_rows():
     """docs/training.md: an env fault is not a reward-0 failure. Faulted episodes give no
     rows and A = 0, the group statistics are over the healthy episodes only, and a group
     left with fewer than 2 healthy episodes has A = 0."""
-    from sharpo_train.estimators import episode_advantages
+    from sharpo_train.estimators.grpo import episode_advantages
     eps, faults = faulted_batch()
     batch = StepBatch.from_episodes(eps)
     assert batch.env_fault.tolist() == [e in faults for e in range(8)]
@@ -203,7 +203,7 @@ def test_env_faulted_episodes_neither_get_nor_give_a_teacher():
 
 
 def test_policy_loss_registry_and_config_key():
-    from sharpo_train.settings.config import config_from_dict
+    from sharpo_train.loops.train_config import config_from_dict
     from sharpo_train.step.losses import POLICY_LOSSES, register_policy_loss
     cfg = config_from_dict({"env": {"name": "synthetic"}})
     assert cfg.loss.policy_loss == "ppo_clip" and "ppo_clip" in POLICY_LOSSES

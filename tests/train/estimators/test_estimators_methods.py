@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.envs.base import Task
-from sharpo_train.step.credit import group_advantages, grouped_normalise
-from sharpo_train.estimators import ESTIMATORS, segment_kind_mask
+from sharpo_train.step.method_rules import group_advantages, grouped_normalise
+from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.step.batch import segment_kind_mask
 from sharpo_train.estimators.empg import empg_step_advantages, next_rows, step_entropy
 from sharpo_train.estimators.gigpo import gigpo_row_advantages
 from sharpo_train.estimators.self_distill import (opsd_token_advantages, rlsd_lambda,
@@ -383,7 +384,7 @@ def test_bad_method_parameters_name_the_key(override):
 
 def test_compare_parses_every_registered_method():
     from sharpo_train.errors import ConfigError
-    from sharpo_train.recipes.settings import parse_methods
+    from sharpo_train.recipes.recipe_config import parse_methods
     runs = parse_methods("grpo,sharpo:0.05,gigpo,rlsd:0.3,serl,opsd:0.2,sdar,empg:0.05")
     assert [r[1] for r in runs] == ["grpo", "sharpo-lam0.05", "gigpo", "rlsd-0.3", "serl",
                                     "opsd-0.2", "sdar", "empg-0.05"]
@@ -402,7 +403,7 @@ def test_compare_arm_may_set_a_reward_setting_but_no_task_setting():
     """An arm's @env.<key> is allowed for an environment's reward settings only
     (EnvSpec.reward_settings: the corridor's format_penalty), never for what draws tasks."""
     from sharpo_train.errors import ConfigError
-    from sharpo_train.recipes.settings import parse_methods
+    from sharpo_train.recipes.recipe_config import parse_methods
     (label, slug, overrides), = parse_methods("grpo@env.format_penalty=0.5")
     assert slug == "grpo-format_penalty0.5" and overrides == ["method=grpo",
                                                               "env.format_penalty=0.5"]

@@ -9,11 +9,11 @@ import torch
 
 from sharpo_train.step.batch import StepBatch
 from sharpo_train.cli import main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig
-from sharpo_train.estimators.oracle import (ORACLE_METHODS, PARTS,
-                                            oracle_token_advantages, perfect_teacher_logp)
+from sharpo_train.estimators.oracle import ORACLE_METHODS, PARTS, oracle_token_advantages
+from sharpo_train.step.exact_labels import perfect_teacher_logp
 from sharpo_train.settings.loader import ConfigError
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
@@ -139,20 +139,19 @@ CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_ste
 
 @pytest.mark.parametrize("extra", [["method=oracle"], ["method=sharpo", "teacher.oracle=true"]])
 def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, monkeypatch, extra):
-    from sharpo_train.analysis.credit_quality import load_batch, saved_batches
+    from sharpo_train.analysis.rescoring import load_batch, saved_batches
     from sharpo_train.envs.corridor import label_episodes
     from sharpo_train.loops.trainer import Trainer
     seen = {}
     credit = Trainer.credit
 
-    def spy(self, batch):        # the labels are the batch's own field, not a meta entry
-        seen.update(labels=batch.credit_labels, want=label_episodes(batch.episodes),
-                    meta=dict(batch.meta))
+    def spy(self, batch):        # the labels are the batch's own typed field
+        seen.update(labels=batch.credit_labels, want=label_episodes(batch.episodes))
         return credit(self, batch)
     monkeypatch.setattr(Trainer, "credit", spy)
     run = tmp_path / "run"
     assert main(["train", *CORRIDOR, *extra, f"run_dir={run}"]) == 0, capsys.readouterr().err
-    assert seen["labels"] == seen["want"] and "credit_labels" not in seen["meta"]
+    assert seen["labels"] == seen["want"] and not hasattr(StepBatch, "meta")
     (path,) = saved_batches(run)
     batch, _info = load_batch(path)
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -161,7 +160,7 @@ def test_a_corridor_run_puts_the_exact_labels_on_the_batch(tmp_path, capsys, mon
     if extra == ["method=oracle"]:
         assert "oracle/abs_ratio_to_grpo" in train[0]
         # the credit report scores the oracle next to the methods (exact labels here)
-        from sharpo_train.analysis.credit_quality import score_run
+        from sharpo_train.analysis.rescoring import score_run
         res = score_run(run, ["grpo", "oracle"], n_boot=10)
         assert "skipped" not in res["oracle"] and "skipped" not in res["grpo"], res
     else:   # the saved teacher log-probs are the perfect teacher's

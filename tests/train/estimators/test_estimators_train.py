@@ -55,7 +55,7 @@ ESTIMATOR_NEEDS_TEACHER = {m: ESTIMATORS[m].needs_teacher for m in METHOD_KEYS}
 def sdar_update(coef: float, micro: int):
     """One SGD step of the update on two rows with zero advantages and the SDAR term on
     row 0 (teacher log-probs one nat above the student's): only the term moves the policy."""
-    from sharpo_train.settings.config import config_from_dict
+    from sharpo_train.loops.train_config import config_from_dict
     from sharpo_train.estimators import AuxLoss
     from sharpo_train.models.policy import build_policy
     from train.loops.test_trainer_support import sampled_logprobs, sgd_step, two_rows

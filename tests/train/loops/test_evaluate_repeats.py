@@ -11,7 +11,7 @@ import pytest
 from sharpo_train.envs import make_suite
 from sharpo_train.errors import ConfigError
 from sharpo_train.loops import evaluate as evaluate_module
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.step.rollout import Episode
 
 ENV = ["env.name=corridor", "env.num_train=4", "env.num_eval=5", "env.seed=3"]

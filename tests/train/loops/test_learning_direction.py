@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from sharpo_train.settings.config import ModelConfig, load_config
+from sharpo_train.loops.train_config import ModelConfig, load_config
 from sharpo_train.envs import env_prompts, make_suite
 from sharpo_train.envs.alfworld.prompts import format_response
 from sharpo_train.envs.synthetic import SignsEnv

@@ -8,7 +8,7 @@ import torch
 from sharpo_train.cli import main
 from sharpo_train.models.policy import build_policy
 from sharpo_train.models.tokenizer import build_tokenizer
-from sharpo_train.settings.config import ModelConfig
+from sharpo_train.loops.train_config import ModelConfig
 from sharpo_train.loops.sft import (SFTConfig, encode_example, end_of_turn_ids, load_demos,
                                     parse_sft_overrides, run_sft)
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sharpo_train.cli import main as cli_main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.io import read_jsonl
 
 pytest.importorskip("alfworld")

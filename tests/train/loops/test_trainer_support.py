@@ -6,7 +6,7 @@ import random
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.settings.config import config_from_dict
+from sharpo_train.loops.train_config import config_from_dict
 from sharpo_train.envs import env_prompts, make_suite
 from sharpo_train.models.policy import build_policy, save_policy
 from sharpo_train.step.rollout import chat_prompt_ids

@@ -1,1 +1,1 @@
-"""Policy building, named models, LoRA, master weights, rollout engines."""
+"""Policy building, named models, LoRA, master weights."""

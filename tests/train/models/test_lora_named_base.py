@@ -21,7 +21,7 @@ def test_named_model_adapter_saves_and_loads_offline(tmp_path, monkeypatch):
     import peft.utils.other
     import peft.utils.save_and_load
 
-    from sharpo_train.settings.config import config_from_dict
+    from sharpo_train.loops.train_config import config_from_dict
     from sharpo_train.models.lora import save_adapter
     from sharpo_train.models.policy import build_lora_policy
 

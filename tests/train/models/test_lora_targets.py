@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sharpo_train.cli import main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.errors import UsageError
 
 from train.commands.test_cli_errors import one_line_error

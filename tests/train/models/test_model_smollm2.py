@@ -133,7 +133,7 @@ def test_the_cli_path_checks_accept_a_named_model():
     """`sharpo train` / `sharpo sft` check that model.path exists before loading anything:
     a named model is not a directory and must pass; an unknown name still fails."""
     from sharpo_train.commands.train import check_paths_and_device
-    from sharpo_train.settings.config import load_config
+    from sharpo_train.loops.train_config import load_config
     from sharpo_train.errors import UsageError
 
     check_paths_and_device(load_config(None, [f"model.path={NAME}", "model.device=cpu"]))

@@ -9,7 +9,7 @@ import pytest
 import sharpo_train.loops.trainer as trainer
 from sharpo_train.cli import main
 import sharpo_train.recipes.compare as compare_recipe
-from sharpo_train.recipes.settings import parse_methods, parse_seeds
+from sharpo_train.recipes.recipe_config import parse_methods, parse_seeds
 
 from train.recipes.compare_support import HELD, fake_phases, write_fake_run
 
@@ -84,7 +84,7 @@ def test_partial_runs_are_labelled(tmp_path, fake_world, monkeypatch):
 
 
 def test_argument_errors(tmp_path, capsys):
-    # one home: recipes/settings.py (compare.py re-exports nothing of it)
+    # one home: recipes/recipe_config.py (compare.py re-exports nothing of it)
     assert not hasattr(compare_recipe, "parse_methods") and not hasattr(compare_recipe, "parse_seeds")
     assert parse_methods("grpo,sharpo:0.05")[1][1] == "sharpo-lam0.05"
     assert parse_seeds("0,2") == [0, 2]

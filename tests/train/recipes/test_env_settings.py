@@ -1,4 +1,4 @@
-"""The recipes' settings are env-neutral (recipes/schema.py: DemoConfig, CompareConfig); an
+"""The recipes' settings are env-neutral (recipes/recipe_config.py: DemoConfig, CompareConfig); an
 environment's own ``demo.<key>`` settings live in its package (RecipeSpec.settings, e.g.
 envs/alfworld/recipe.py) and are joined to them for a run of that environment
 (schema.settings_class), under the same ``demo.<key>`` names."""
@@ -12,8 +12,8 @@ from sharpo_train.analysis.report.environments import env_report
 from sharpo_train.cli import main
 from sharpo_train.envs.registry import get_spec, recipe_envs
 from sharpo_train.errors import ConfigError
-from sharpo_train.recipes.schema import CompareConfig, DemoConfig, settings_class
-from sharpo_train.recipes.settings import PipelinePlan
+from sharpo_train.recipes.recipe_config import CompareConfig, DemoConfig, settings_class
+from sharpo_train.recipes.overrides import PipelinePlan
 
 ROOT = Path(__file__).resolve().parents[3]
 # what every recipe environment reads; a key only some environment reads goes in its

@@ -11,7 +11,7 @@ pytest.importorskip("alfworld")
 
 from sharpo_train.cli import main
 from sharpo_train.recipes.phases import train_config
-from sharpo_train.recipes.settings import PipelinePlan, parse_demo_settings, split_overrides
+from sharpo_train.recipes.overrides import PipelinePlan, parse_demo_settings, split_overrides
 from sharpo_train.analysis.report.explain_html import fmt
 from sharpo_train.analysis.report.records import list_credit_steps, load_credit_record
 
@@ -108,7 +108,7 @@ def test_eval_of_a_demo_on_games_without_a_train_split(demo_run, capsys):
 
 def _fake_run(root: Path) -> Path:
     """A run directory with a config and a checkpoint marker (nothing loadable)."""
-    from sharpo_train.settings.config import load_config, save_config
+    from sharpo_train.loops.train_config import load_config, save_config
     root.mkdir(parents=True)
     save_config(load_config(None, []), root / "config.yaml")
     step = root / "checkpoints" / "step_000002"

@@ -10,7 +10,7 @@ import pytest
 from sharpo_train.runs import metrics
 from sharpo_train.cli import main
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.errors import UsageError
 from sharpo_train.runs.metrics import MetricsLogger, check_report_to, parse_report_to
 

@@ -2,7 +2,7 @@
 docs/run_directory.md "Which folders may be a run"): system folders and the home directory
 are refused; an existing non-empty folder that is not a sharpo run is refused instead of
 having its config.yaml / eval.json overwritten; new and empty folders and real runs (with
-the .sharpo-run marker, or of an earlier version) keep working. One line, exit 2, nothing
+the .sharpo-run marker) keep working. One line, exit 2, nothing
 written."""
 import json
 from pathlib import Path
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from sharpo_train.cli import main
-from sharpo_train.settings.config import load_config, save_config
+from sharpo_train.loops.train_config import load_config, save_config
 from sharpo_train.errors import UsageError
-from sharpo_train.runs.run_dir import RUN_MARKER, check_run_dir, is_sharpo_run, system_folder
+from sharpo_train.outputs import system_folder
+from sharpo_train.runs.run_dir import RUN_MARKER, check_run_dir, is_sharpo_run
 from sharpo_train.loops.trainer import Trainer, train
 
 from train.commands.test_cli_errors import one_line_error
@@ -112,21 +113,19 @@ def test_a_folder_holding_only_a_lock_counts_as_empty(tmp_path):
         check_run_dir(run)
 
 
-def test_a_run_of_an_earlier_version_without_the_marker_is_still_a_run(tmp_path):
-    """Earlier versions wrote config.yaml (a full sharpo config), metrics.jsonl and .lock."""
-    run = tmp_path / "old"
+def test_only_the_marker_makes_a_run(tmp_path):
+    """A run is recognised by its .sharpo-run marker alone: a folder holding a sharpo
+    config.yaml beside metrics.jsonl and .lock but no marker is not a run (no earlier format
+    is guessed from its files)."""
+    run = tmp_path / "run"
     cfg = small_config(run, total_steps=1, eval__at_end=False)
     train(cfg)
-    (run / RUN_MARKER).unlink()
     assert is_sharpo_run(run)
-    cfg.total_steps, cfg.resume = 2, True
-    train(cfg)
-    assert (run / RUN_MARKER).is_file()              # marked on its next start
-    # a config.yaml that is not a sharpo config beside metrics.jsonl does not make a run
     (run / RUN_MARKER).unlink()
-    (run / "config.yaml").write_text("learning_rate: 3\n")
+    assert (run / "config.yaml").is_file() and (run / "metrics.jsonl").is_file()
     assert not is_sharpo_run(run)
-    # nor a sharpo config alone, without metrics.jsonl or .lock
+    with pytest.raises(UsageError, match="not a sharpo run"):
+        check_run_dir(run)
     alone = tmp_path / "alone"
     alone.mkdir()
     save_config(load_config(SMOKE), alone / "config.yaml")

@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from sharpo_train.settings.config import Config, load_config
+from sharpo_train.loops.train_config import Config, load_config
 from sharpo_train.envs.registry import ENVS, get_spec
 from sharpo_train.errors import ConfigError
 from sharpo_train.estimators import ESTIMATORS

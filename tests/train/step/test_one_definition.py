@@ -10,15 +10,17 @@ import pytest
 import torch
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.step.credit import (StepStatInputs, sharpo_step_stats, step_stats,
+from sharpo_train.step.method_rules import (StepStatInputs, sharpo_step_stats, step_stats,
                                  teacher_coverage)
-from sharpo_train.estimators import ESTIMATORS, SharpoParams, register_estimator
-from sharpo_train.recipes.schema import parse_method
-from sharpo_train.recipes.settings import method_run
+from sharpo_train.estimators import ESTIMATORS, register_estimator
+from sharpo_train.estimators.sharpo import SharpoParams
+from sharpo_train.step.batch import StepBatch
+from sharpo_train.recipes.recipe_config import parse_method
+from sharpo_train.recipes.recipe_config import method_run
 
 
 def test_loading_a_trainer_config_does_not_import_triton():
-    code = ("import sys; from sharpo_train.settings.config import load_config; "
+    code = ("import sys; from sharpo_train.loops.train_config import load_config; "
             "c = load_config(None, []); p = c.estimator.params('sharpo'); "
             "from sharpo_kernels import SHARPO_DEFAULTS; assert p.lam == SHARPO_DEFAULTS.lam; "
             "print('triton' in sys.modules, 'torch._dynamo' in sys.modules)")
@@ -101,9 +103,10 @@ def test_split_steps_give_the_whole_steps_statistics():
         assert split[k] == pytest.approx(whole[k], rel=1e-6, nan_ok=True), k
 
 
-def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkeypatch):
+def test_score_returns_its_counters_and_fills_typed_fields(tmp_path, monkeypatch):
     """Trainer.score reads in one sitting: named steps, counters returned (ScoreCounts) for
-    the metrics line, none parked in batch.meta."""
+    the metrics line; what the estimators read are the batch's typed fields (A_i with the
+    (norm_std, eps) it was computed with, the step), no untyped side dict."""
     from sharpo_train.loops.trainer import ScoreCounts, Trainer
     from train.loops.test_trainer_support import small_config
 
@@ -112,7 +115,7 @@ def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkey
 
     def spy(self, batch, rng, step):
         seen["counts"] = score(self, batch, rng, step)
-        seen["meta"], seen["step"] = dict(batch.meta), batch.step
+        seen["norm"], seen["step"] = batch.episode_adv_norm, batch.step
         return seen["counts"]
     monkeypatch.setattr(Trainer, "score", spy)
     trainer = Trainer(small_config(tmp_path / "run", total_steps=1))
@@ -124,9 +127,8 @@ def test_score_returns_its_counters_and_leaves_batch_meta_alone(tmp_path, monkey
         trainer.lock.release()
     counts = seen["counts"]
     assert isinstance(counts, ScoreCounts)
-    assert not [k for k in seen["meta"] if k.startswith(("sharpo/", "scoring/"))], seen["meta"]
-    # meta holds no input: the step is the batch's own field, meta only the cache key
-    assert seen["step"] == 1 and set(seen["meta"]) <= {"episode_adv_params"}, seen["meta"]
+    assert not hasattr(StepBatch, "meta") and "meta" not in StepBatch.__dataclass_fields__
+    assert seen["step"] == 1 and seen["norm"] == (True, 1e-6), seen["norm"]
     assert rec["sharpo/teacher_rows"] == counts.teacher_rows
     assert rec["scoring/tokens_unshared"] == counts.tokens_unshared > 0
     assert rec["scoring/tokens_through_model"] == counts.tokens_through_model > 0

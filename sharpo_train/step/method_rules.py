@@ -1,4 +1,4 @@
-"""Pure credit rules shared by the trainer (loops/trainer.py, teacher.py, estimators/) and the
+"""The method's rules shared by the trainer (loops/trainer.py, teacher.py, estimators/) and the
 engine integrations (integrations/verl.py, trl.py, common.py): plain values and tensors in,
 plain values and tensors out, nothing read from a run, a config or an engine.
 

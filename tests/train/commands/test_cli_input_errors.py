@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sharpo_train.cli import main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.errors import ConfigError, UsageError
 
 from train.runs.decoy_support import decoy, snapshot  # noqa: F401  (fixture)

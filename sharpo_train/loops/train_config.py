@@ -11,7 +11,7 @@ environment drops the previous environment's keys. ``estimator.*`` is not declar
 each registered estimator owns its parameters dataclass (estimators/registry.py; SHARPO's
 defaults: ``sharpo_kernels.SHARPO_DEFAULTS``). The settings of `sharpo sft` (``SFTConfig``)
 live in loops/sft.py, those of `sharpo demo` / `sharpo compare` (``DemoConfig``,
-``CompareConfig``) in recipes/schema.py.
+``CompareConfig``) in recipes/recipe_config.py.
 
 The paper's settings (Qwen2.5-7B-Instruct, ALFWorld; SHARPO lambda 0.2 and 0.05) are in
 ``configs/paper_alfworld_*.yaml``; the defaults below follow verl/verl-agent's GRPO recipe.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,8 +34,9 @@ from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
 from ..models.lora import LORA_HEAD_REASON, LORA_REFUSED_TARGETS, LORA_TARGETS
-from .loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range, load_settings,
-                     need, parse_overrides, read_yaml_layers, validate_settings)
+from ..settings.loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range,
+                               load_settings, need, parse_overrides, read_yaml_layers, setting,
+                               validate_settings)
 from ..runs.metrics import parse_report_to
 from ..step.losses import AGGREGATIONS, POLICY_LOSSES
 
@@ -60,11 +61,14 @@ class LoraSettings:
     """``model.lora.*``: LoRA adapters (sharpo_train/models/lora.py; extra ``[lora]``). Off at rank 0."""
     # "aliases": other libraries' names of a key (peft's LoraConfig here), named by the
     # unknown-key error's "did you mean" (loader.apply_overrides)
-    rank: int = field(default=0, metadata={"aliases": ("r",)})   # adapter rank r; 0: no LoRA
-    alpha: float = field(default=16.0, metadata={"aliases": ("lora_alpha",)})   # scale alpha / r
-    dropout: float = field(default=0.0, metadata={"aliases": ("lora_dropout",)})   # on the adapter's input
-    targets: list[str] = field(default_factory=lambda: list(LORA_TARGETS),
-                               metadata={"aliases": ("target_modules",)})   # Linear layer names
+    rank: int = setting(0, "LoRA adapter rank r; 0: no LoRA (the whole model trains)",
+                        aliases=("r",))
+    alpha: float = setting(16.0, "LoRA scale: the update is (alpha / r) B A",
+                           aliases=("lora_alpha",))
+    dropout: float = setting(0.0, "dropout on the adapter's input", aliases=("lora_dropout",))
+    targets: list[str] = setting(help="Linear layer names that get an adapter (not the "
+                                 "output head or the embeddings)", factory=lambda: list(LORA_TARGETS),
+                                 aliases=("target_modules",))
 
     def validate(self) -> None:
         in_range(self, "rank", 0, 65536)
@@ -81,25 +85,33 @@ class LoraSettings:
 
 @dataclass
 class ModelConfig:
-    path: Optional[str] = None            # local HF checkpoint dir, or a named model (models/named.py
-                                          # NAMED_MODELS: smollm2-135m-instruct); None: tiny Qwen2
-    tokenizer_path: Optional[str] = None  # None: model.path's tokenizer, else the shipped one
-    hidden_size: int = 64                 # tiny-model shape (ignored when path is set)
-    intermediate_size: int = 256
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    max_position_embeddings: int = 8192
-    tie_word_embeddings: bool = True
-    attn_implementation: str = "sdpa"
-    dtype: str = "float32"                # parameter dtype
-    autocast_bf16: bool = True            # bf16 autocast for forwards, CUDA only
-    device: str = "auto"                  # auto | cpu | cuda | cuda:N
-    cpu_threads: Optional[int] = None     # torch intra-op threads during the run (None: torch's)
-    gradient_checkpointing: bool = False
-    # what trains (models/policy.py configure_trainable); 16-bit dtypes train with fp32 master weights
-    trainable_layers: int = 0             # only the top N decoder layers (+ final norm); 0: all
-    lora: LoraSettings = field(default_factory=LoraSettings)   # LoRA adapters (rank 0: off)
+    path: Optional[str] = setting(None, "the policy: a local Hugging Face checkpoint folder or a "
+                                  "named model (models/named.py, e.g. smollm2-135m-instruct); "
+                                  "null: a tiny Qwen2 built from the shape keys below")
+    tokenizer_path: Optional[str] = setting(None, "tokenizer folder; null: model.path's own, "
+                                            "else the tokenizer shipped with sharpo")
+    hidden_size: int = setting(64, "tiny model: hidden size (ignored when model.path is set)")
+    intermediate_size: int = setting(256, "tiny model: MLP width")
+    num_layers: int = setting(2, "tiny model: decoder layers")
+    num_heads: int = setting(4, "tiny model: attention heads")
+    num_kv_heads: int = setting(2, "tiny model: key/value heads (a divisor of num_heads)")
+    max_position_embeddings: int = setting(8192, "tiny model: longest sequence")
+    tie_word_embeddings: bool = setting(True, "tiny model: output head shares the embeddings")
+    attn_implementation: str = setting("sdpa", "transformers attention implementation (one "
+                                       "that is not installed is refused when the model is "
+                                       "built: models/policy.py build_policy)")
+    dtype: str = setting("float32", "parameter dtype; 16-bit dtypes train with fp32 master "
+                         "weights (models/optimizer.py)")
+    autocast_bf16: bool = setting(True, "bf16 autocast for forward passes (CUDA only)")
+    device: str = setting("auto", "auto, cpu, cuda or cuda:N")
+    cpu_threads: Optional[int] = setting(None, "torch intra-op threads during the run; null: "
+                                         "torch's default")
+    gradient_checkpointing: bool = setting(False, "recompute activations in backward (less "
+                                           "memory, more time)")
+    # what trains (models/policy.py configure_trainable)
+    trainable_layers: int = setting(0, "train only the top N decoder layers (+ final norm); "
+                                    "0: all")
+    lora: LoraSettings = setting(help="LoRA adapters (rank 0: off)", factory=LoraSettings)
 
     def validate(self) -> None:
         in_range(self, "trainable_layers", 0, 1024)
@@ -125,22 +137,29 @@ class ModelConfig:
 
 @dataclass
 class RolloutConfig:
-    tasks_per_step: int = 2               # groups per step
-    group_size: int = field(default=4, metadata={"aliases": ("num_generations", "n")})   # G rollouts per task
-    max_turns: int = 8                    # turn limit per episode (the env may stop earlier)
-    max_new_tokens: int = 96              # per turn
-    max_prompt_tokens: int = 2048         # history is shortened (never the task) to fit
-    history_length: int = 2               # (observation, action) pairs shown per prompt
-    temperature: float = 1.0
-    top_p: float = 1.0
-    generation_batch_size: int = 64       # rows per generate() call
-    num_env_workers: Optional[int] = None  # None: the environment's default
-    # rollout engine (sharpo_train/generation): hf = transformers generate; vllm = vLLM in
-    # process, weights synced after every update (needs the vllm package: .venv-vllm)
-    engine: str = "hf"
-    vllm_max_model_len: Optional[int] = None  # None: max_prompt_tokens + max_new_tokens
-    vllm_kv_cache_gb: float = 1.0         # CPU: VLLM_CPU_KVCACHE_SPACE (GiB)
-    vllm_gpu_memory_utilization: float = 0.3  # CUDA: fraction of the GPU for vLLM
+    tasks_per_step: int = setting(2, "tasks (groups) per training step")
+    group_size: int = setting(4, "G: rollouts per task, the group GRPO normalises over",
+                              aliases=("num_generations", "n"))
+    max_turns: int = setting(8, "turn limit per episode (the environment may stop earlier)")
+    max_new_tokens: int = setting(96, "generated tokens per turn")
+    max_prompt_tokens: int = setting(2048, "prompt budget; the history is shortened (never "
+                                     "the task) to fit")
+    history_length: int = setting(2, "(observation, action) pairs of earlier turns shown per "
+                                  "prompt")
+    temperature: float = setting(1.0, "sampling temperature of the rollouts")
+    top_p: float = setting(1.0, "nucleus sampling of the rollouts (1: off)")
+    generation_batch_size: int = setting(64, "rows per generate() call")
+    num_env_workers: Optional[int] = setting(None, "environment worker processes; null: the "
+                                             "environment's default")
+    # rollout engine (sharpo_train/generation)
+    engine: str = setting("hf", "rollout engine: hf (transformers generate) or vllm (vLLM in "
+                          "process, weights synced after every update; needs the vllm package)")
+    vllm_max_model_len: Optional[int] = setting(None, "vLLM context length; null: "
+                                                "max_prompt_tokens + max_new_tokens")
+    vllm_kv_cache_gb: float = setting(1.0, "vLLM on CPU: KV cache size in GiB "
+                                      "(VLLM_CPU_KVCACHE_SPACE)")
+    vllm_gpu_memory_utilization: float = setting(0.3, "vLLM on CUDA: fraction of the GPU it "
+                                                 "may take")
 
     def validate(self) -> None:
         need(self.engine in ("hf", "vllm"), "engine", "hf or vllm", self.engine)
@@ -165,13 +184,15 @@ class TeacherConfig(HintKeys):
     (placement after_task | after_observation, scope trajectory | to_turn,
     max_observation_chars) and their checks are hint.py's (``HintKeys``; docs/training.md,
     hint placement)."""
-    choice: str = "random"                # random | first: which successful peer
-    max_prompt_tokens: int = 4096         # teacher prompt limit: the hint is cut, never the task
-    skip_zero_advantage: bool = True      # don't score teachers of rows with A_i = 0
-    oracle: bool = False                  # the perfect teacher: gap = the env's exact label
-                                          # (+1 right / -1 wrong move, 0 elsewhere) instead
-                                          # of the hinted model's (estimators/oracle.py); a
-                                          # diagnostic ceiling, not the method
+    choice: str = setting("random", "which successful peer of the group teaches: random or "
+                          "first")
+    max_prompt_tokens: int = setting(4096, "teacher prompt limit: the hint is cut, never the "
+                                     "task")
+    skip_zero_advantage: bool = setting(True, "score no teacher for rows with A_i = 0 (their "
+                                        "advantage is 0 whatever the teacher says)")
+    oracle: bool = setting(False, "the perfect teacher: gap = the environment's exact label "
+                           "(+1 right / -1 wrong move, 0 elsewhere) instead of the hinted "
+                           "model's (step/exact_labels.py); a diagnostic ceiling, not the method")
 
     def validate(self) -> None:
         super().validate()
@@ -181,10 +202,11 @@ class TeacherConfig(HintKeys):
 
 @dataclass
 class ScoringConfig:
-    shared_prefix: bool = True            # run each shared prefix once (see step/scoring.py)
-    min_shared_tokens: int = 16           # share a prefix only when at least this long
-    max_batch_tokens: int = 65536         # padded tokens per forward when scoring
-    chunk_tokens: int = 256               # suffix window on top of a cached prefix
+    shared_prefix: bool = setting(True, "run each prompt prefix shared by several rows once "
+                                  "(step/scoring.py)")
+    min_shared_tokens: int = setting(16, "share a prefix only when at least this long")
+    max_batch_tokens: int = setting(65536, "padded tokens per forward pass when scoring")
+    chunk_tokens: int = setting(256, "suffix window scored on top of a cached prefix")
 
     def validate(self) -> None:
         in_range(self, "min_shared_tokens", 1, 1 << 20)
@@ -194,18 +216,18 @@ class ScoringConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = field(default=1e-6, metadata={"aliases": ("learning_rate",)})
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    grad_clip: float = 1.0
-    micro_batch_size: int = 8             # rows per forward/backward (gradient accumulation)
-    ppo_epochs: int = 1
-    mini_batches: int = 1                 # optimizer steps per epoch
-    warmup_steps: int = 0
-    shared_prefix_update: bool = False    # update pass: rows of a micro-batch with one prompt
-                                          # run it once (exact gradients; not with
-                                          # gradient checkpointing)
+    lr: float = setting(1e-6, "AdamW learning rate", aliases=("learning_rate",))
+    weight_decay: float = setting(0.01, "AdamW weight decay")
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.999, "AdamW beta2")
+    grad_clip: float = setting(1.0, "clip the gradient's global norm to this")
+    micro_batch_size: int = setting(8, "rows per forward/backward (gradient accumulation)")
+    ppo_epochs: int = setting(1, "passes of the update over one step's rows")
+    mini_batches: int = setting(1, "optimizer steps per epoch")
+    warmup_steps: int = setting(0, "linear learning-rate warmup, in training steps")
+    shared_prefix_update: bool = setting(False, "update pass: rows of a micro-batch with one "
+                                         "prompt run it once (exact gradients; not with "
+                                         "gradient checkpointing)")
 
     def validate(self) -> None:
         in_range(self, "lr", 0, 1, lo_open=True)
@@ -221,13 +243,16 @@ class OptimConfig:
 
 @dataclass
 class LossConfig:
-    clip_ratio: float = 0.2
-    clip_ratio_high: Optional[float] = None  # None: same as clip_ratio
-    agg: str = "token-mean"               # token-mean | seq-mean-token-mean | traj-mean-token-mean
-    use_kl: bool = False                  # KL to the frozen initial policy (k3 estimator)
-    kl_coef: float = 0.01
-    entropy_coef: float = 0.0             # entropy bonus (entropy is always logged)
-    policy_loss: str = "ppo_clip"         # a name in losses.POLICY_LOSSES
+    clip_ratio: float = setting(0.2, "PPO clip epsilon (the ratio's lower bound 1 - eps)")
+    clip_ratio_high: Optional[float] = setting(None, "the ratio's upper bound 1 + eps_high; "
+                                               "null: clip_ratio")
+    agg: str = setting("token-mean", "loss aggregation: token-mean, seq-mean-token-mean or "
+                       "traj-mean-token-mean")
+    use_kl: bool = setting(False, "KL penalty to the frozen initial policy (k3 estimator)")
+    kl_coef: float = setting(0.01, "weight of the KL penalty")
+    entropy_coef: float = setting(0.0, "entropy bonus weight (entropy is always logged)")
+    policy_loss: str = setting("ppo_clip", "policy loss, a name in step/losses.py "
+                               "POLICY_LOSSES")
 
     def validate(self) -> None:
         in_range(self, "clip_ratio", 0, 1, lo_open=True, hi_open=True)
@@ -241,17 +266,18 @@ class LossConfig:
 
 @dataclass
 class LogConfig:
-    credit_every: int = 1                 # write RUN/credit/step_S.json every N steps (0: never)
-    report_to: str = "none"               # trackers (TRL's report_to): none, or a comma list
-                                          # of tensorboard, wandb, trackio; each must be
-                                          # installed (logging_utils.py)
-    tensorboard: bool = True              # TensorBoard events too when tensorboard is
-                                          # importable (best effort; report_to=tensorboard
-                                          # requires it)
-    progress: bool = True
-    credit_quality: bool = False          # planner labels + credit AUC per step (ALFWorld
-                                          # only; costs planner calls, docs/credit_quality.md)
-    save_batches: int = 0                 # write RUN/batches/step_S.* every N steps (0: never)
+    credit_every: int = setting(1, "write RUN/credit/step_S.json every N steps (0: never)")
+    report_to: str = setting("none", "trackers (TRL's report_to): none, or a comma list of "
+                             "tensorboard, wandb, trackio; each must be installed "
+                             "(runs/metrics.py)")
+    tensorboard: bool = setting(True, "TensorBoard events too when tensorboard is importable "
+                                "(best effort; report_to=tensorboard requires it)")
+    progress: bool = setting(True, "a progress line per step on stderr")
+    credit_quality: bool = setting(False, "planner labels + credit AUC per step (environments "
+                                   "that label actions; costs labeller calls, "
+                                   "docs/credit_quality.md)")
+    save_batches: int = setting(0, "write RUN/batches/step_S.* every N steps, for offline "
+                                "rescoring (0: never)")
 
     def validate(self) -> None:
         in_range(self, "credit_every", 0)
@@ -261,8 +287,8 @@ class LogConfig:
 
 @dataclass
 class CheckpointConfig:
-    every: int = 1                        # steps between checkpoints (0: only the last)
-    keep: int = 2                         # newest checkpoints kept
+    every: int = setting(1, "steps between checkpoints (0: only the last)")
+    keep: int = setting(2, "newest checkpoints kept")
 
     def validate(self) -> None:
         in_range(self, "every", 0)
@@ -271,20 +297,18 @@ class CheckpointConfig:
 
 @dataclass
 class EvalConfig:
-    every: int = 0                        # steps between evals (0: none during training)
-    at_end: bool = True
-    num_tasks: int = 8                    # first N eval tasks (0: all)
-    temperature: float = 0.0              # 0: greedy
-    max_turns: Optional[int] = None       # None: rollout.max_turns
-    before_train: bool = False            # also evaluate at step 0, before the first update
-                                          # (a fresh run only; verl: trainer.val_before_train)
-    train_tasks: int = 0                  # > 0: every evaluation also plays this many training
-                                          # tasks (a fixed family-balanced sample, greedy):
-                                          # eval/train_success, a training curve free of the
-                                          # per-step task draw
-    episodes_per_task: int = 1            # > 1: every task is played this many times
-                                          # (sampled: needs temperature > 0); per_task then
-                                          # holds each task's success rate (verl: val n)
+    every: int = setting(0, "steps between evaluations (0: none during training)")
+    at_end: bool = setting(True, "evaluate the final policy (RUN/eval.json)")
+    num_tasks: int = setting(8, "evaluate the first N held-out tasks (0: all)")
+    temperature: float = setting(0.0, "evaluation sampling temperature (0: greedy)")
+    max_turns: Optional[int] = setting(None, "turn limit of an evaluation episode; null: "
+                                       "rollout.max_turns")
+    before_train: bool = setting(False, "also evaluate at step 0, before the first update (a "
+                                 "fresh run only; verl: trainer.val_before_train)")
+    train_tasks: int = setting(0, "> 0: every evaluation also plays this many training tasks "
+                               "(a fixed family-balanced sample, greedy): eval/train_success")
+    episodes_per_task: int = setting(1, "> 1: every task is played this many times (sampled: "
+                                     "needs temperature > 0); per_task holds success rates")
 
     def validate(self) -> None:
         in_range(self, "every", 0)
@@ -324,23 +348,27 @@ def _estimator_default():
 
 @dataclass
 class Config:
-    method: str = "sharpo"                # credit estimator: a name in estimators.ESTIMATORS
-    seed: int = 0
-    total_steps: int = 4
-    run_dir: str = "runs/default"
-    resume: bool = False
-    init_from: Optional[str] = None       # HF dir to start the policy from (e.g. an SFT output)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    env: dict = field(default_factory=_env_default, metadata={"reset_on": "name"})
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    estimator: Any = field(default_factory=_estimator_default)   # estimators.EstimatorConfig
-    teacher: TeacherConfig = field(default_factory=TeacherConfig)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    log: LogConfig = field(default_factory=LogConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    method: str = setting("sharpo", "credit estimator: a registered method (estimators/, "
+                          "docs/estimators.md)")
+    seed: int = setting(0, "seed of the run (tasks, sampling, model init)")
+    total_steps: int = setting(4, "training steps")
+    run_dir: str = setting("runs/default", "the run directory (docs/run_directory.md)")
+    resume: bool = setting(False, "continue run_dir from its newest checkpoint")
+    init_from: Optional[str] = setting(None, "a model folder to start the policy from (e.g. a "
+                                       "`sharpo sft` output); null: model.path or the tiny model")
+    model: ModelConfig = setting(help="the policy", factory=ModelConfig)
+    env: dict = setting(help="the environment: env.name and its own keys", factory=_env_default,
+                        reset_on="name")
+    rollout: RolloutConfig = setting(help="rollouts", factory=RolloutConfig)
+    estimator: Any = setting(help="every registered estimator's parameters "
+                             "(estimators.EstimatorConfig)", factory=_estimator_default)
+    teacher: TeacherConfig = setting(help="the teacher and its hint", factory=TeacherConfig)
+    scoring: ScoringConfig = setting(help="scoring", factory=ScoringConfig)
+    optim: OptimConfig = setting(help="the optimizer", factory=OptimConfig)
+    loss: LossConfig = setting(help="the policy loss", factory=LossConfig)
+    log: LogConfig = setting(help="logging", factory=LogConfig)
+    checkpoint: CheckpointConfig = setting(help="checkpoints", factory=CheckpointConfig)
+    eval: EvalConfig = setting(help="evaluation", factory=EvalConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,8 +1,8 @@
-"""Config loading, overrides and validation (sharpo_train/settings/config.py)."""
+"""Config loading, overrides and validation (sharpo_train/loops/train_config.py)."""
 import pytest
 import yaml
 
-from sharpo_train.settings.config import (DEFAULT_CONFIG_PATH, Config, config_from_dict, load_config, save_config)
+from sharpo_train.loops.train_config import (DEFAULT_CONFIG_PATH, Config, config_from_dict, load_config, save_config)
 
 from sharpo_train.settings.loader import parse_override
 
@@ -104,9 +104,9 @@ from typing import Optional  # noqa: E402
 
 from sharpo_train.errors import ConfigError  # noqa: E402
 
-from sharpo_train.runs.resume import check_resume, resume_changes  # noqa: E402
+from sharpo_train.loops.resume import check_resume, resume_changes  # noqa: E402
 
-from sharpo_train.settings.config import ModelConfig  # noqa: E402
+from sharpo_train.loops.train_config import ModelConfig  # noqa: E402
 
 from sharpo_train.settings.loader import (OverrideText, apply_overrides, load_settings, parse_overrides, validate_settings)  # noqa: E402
 
@@ -281,7 +281,7 @@ def test_sane_values_pass(override):
 
 
 def test_env_key_lists_match_the_environments():
-    from sharpo_train.settings.config import DTYPES
+    from sharpo_train.loops.train_config import DTYPES
     from sharpo_train.envs import alfworld, get_spec, synthetic, webshop
     from sharpo_train.models.tiny import TORCH_DTYPES
     assert set(get_spec("alfworld").settings) == alfworld._KNOWN_KEYS
@@ -349,7 +349,7 @@ def test_sft_settings_are_typed_by_the_common_loader():
 
 
 def test_demo_and_compare_settings():
-    from sharpo_train.recipes.schema import CompareConfig, DemoConfig, parse_method, settings_class
+    from sharpo_train.recipes.recipe_config import CompareConfig, DemoConfig, parse_method, settings_class
     alfworld = settings_class("alfworld")         # DemoConfig + ALFWorld's own demo.* keys
     d = load_settings(alfworld, None, ["train_games=6", "game_size=small", "eval_sft=false"])
     assert (d.train_games, d.game_size, d.eval_sft, d.eval_games) == (6, "small", False, 180)
@@ -405,7 +405,7 @@ def test_plus_is_checked_after_env_name_drops_the_old_keys():
 
 
 def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
-    from sharpo_train.recipes.settings import PipelinePlan, split_overrides
+    from sharpo_train.recipes.overrides import PipelinePlan, split_overrides
     assert split_overrides(["+demo.seed=1", "++sft.lr=0.1", "++env=webshop", "+env.seed=2"]) == \
         (["+seed=1", "++env=webshop"], ["++lr=0.1"], ["+env.seed=2"])
     plan = PipelinePlan.from_args("out", ["++demo.train_games=7", "++sft.max_steps=3",
@@ -418,12 +418,12 @@ def test_plus_and_double_plus_reach_demo_sft_and_trainer_keys():
 
 def test_config_module_does_not_re_export_the_loader():
     """The loader's names are imported from settings/loader.py (errors from errors.py, the
-    resume rules from runs/resume.py), never through settings/config.py, which holds the
+    resume rules from loops/resume.py), never through loops/train_config.py, which holds the
     trainer's schema only and has no re-export list."""
     import ast
     from pathlib import Path
 
-    import sharpo_train.settings.config as config
+    import sharpo_train.loops.train_config as config
     import sharpo_train.settings.loader as loader
     assert not hasattr(config, "__all__")
     owned = {n for n in vars(loader) if not n.startswith("_")} | {
@@ -435,10 +435,9 @@ def test_config_module_does_not_re_export_the_loader():
     for path in [*(root / "sharpo_train").rglob("*.py"), *(root / "tests").rglob("*.py"),
                  *(root / "benchmarks").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("config") and \
-                    ("settings" in (node.module or "") or path.parent.name == "settings"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("train_config"):
                 offenders += [f"{path.name}: {a.name}" for a in node.names if a.name in owned]
     assert offenders == []
-    from sharpo_train.runs.resume import RESUME_MAY_CHANGE, check_resume  # noqa: F401
+    from sharpo_train.loops.resume import RESUME_MAY_CHANGE, check_resume  # noqa: F401
     from sharpo_train.settings.loader import flat_keys
     assert flat_keys({"a": {"b": 1}, "c": 2}) == {"a.b": 1, "c": 2}

@@ -96,7 +96,7 @@ def test_train_step_with_the_vllm_engine_logs_the_mismatch(tmp_path, engine):
     """A one-step run on the synthetic task with rollout.engine=vllm (its own engine)."""
     import json
 
-    from sharpo_train.settings.config import config_from_dict
+    from sharpo_train.loops.train_config import config_from_dict
     from sharpo_train.loops.trainer import train
 
     cfg = config_from_dict({

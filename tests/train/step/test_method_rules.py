@@ -1,4 +1,4 @@
-"""sharpo_train/step/credit.py: the credit rules the trainer and the integrations share (teacher
+"""sharpo_train/step/method_rules.py: the credit rules the trainer and the integrations share (teacher
 rule, group statistics, SHARPO's step statistics), each checked against a plain loop and
 against what the trainer and the TRL/verl paths compute with it."""
 import math
@@ -9,7 +9,7 @@ import torch
 
 from sharpo_kernels import SHARPO_DEFAULTS, effective_coefficient, segment_advantage
 from sharpo_kernels.testing import random_batch
-from sharpo_train.step.credit import (group_advantages, grouped_normalise, scored_segments,
+from sharpo_train.step.method_rules import (group_advantages, grouped_normalise, scored_segments,
                                       sharpo_step_stats, successful_peers)
 
 
@@ -131,7 +131,8 @@ def test_step_stats_loop_and_the_integrations_mask():
 def test_trainer_step_stats_are_the_shared_ones():
     """The trainer's sharpo estimator reports sharpo_step_stats of its own kernel output."""
     from sharpo_train.step.batch import StepBatch
-    from sharpo_train.estimators import ESTIMATORS, SharpoParams
+    from sharpo_train.estimators import ESTIMATORS
+    from sharpo_train.estimators.sharpo import SharpoParams
     b, _ = _segments(4)
     n = int(b["traj_index"].max()) + 1
     batch = StepBatch(rewards=torch.linspace(0, 1, n), group_of=torch.zeros(n, dtype=torch.long),

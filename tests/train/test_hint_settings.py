@@ -2,7 +2,7 @@
 of the trainer and of `sharpo sft`, and the one max_hint_tokens default."""
 import pytest
 
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.errors import ConfigError
 from sharpo_train.hint import (HINT_DEFAULTS, HINT_TEMPLATE, HintKeys, HintSettings,
                                render_steps, scoped)

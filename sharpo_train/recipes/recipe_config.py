@@ -5,19 +5,24 @@
     CompareConfig   DemoConfig + ``seeds`` and ``methods`` (`sharpo compare --seeds/--methods`)
     settings_class  either of them joined with an environment's own ``demo.<key>`` settings
                     (its RecipeSpec.settings, envs/<name>/recipe.py): the class of a run's ``s``
+    parse_method    one ``--methods`` item (``NAME[:value][@key=value...]``; split_method)
+    parse_methods   ``--methods`` text -> one (label, slug, trainer overrides) per arm
+                    (method_run); parse_seeds: ``--seeds`` text
 
-The warm start's settings are sft.SFTConfig (``sft.<key>``), the RL run's config.Config
-(plain trainer keys). Keys and defaults are those of the recipes' former ``DemoSettings``.
+The warm start's settings are sft.SFTConfig (``sft.<key>``), the RL run's
+loops/train_config.py Config (plain trainer keys). How ``key=value`` overrides reach the
+three: overrides.py.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, fields, make_dataclass
 
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 from ..envs.registry import DEFAULT_ENV, get_spec, recipe_envs
 from ..estimators import ESTIMATORS
-from ..settings.loader import ConfigError, in_range, need
+from ..settings.loader import (ConfigError, OverrideText, apply_overrides, in_range, need,
+                               setting, validate_settings)
 
 
 @dataclass
@@ -26,18 +31,19 @@ class DemoConfig:
     keys: its RecipeSpec.settings, joined by ``settings_class``; the trainer's own keys are
     set through plain overrides)."""
 
-    env: str = DEFAULT_ENV         # the environment: one with a recipe (envs.recipe_envs())
-    seed: int = 0                  # games, demonstrations, SFT and RL seed
-    train_games: int = 120         # generated training games (the demonstrations come from them;
-                                   # webshop: the first N goals of WebShop's train split)
-    eval_games: int = 180          # generated held-out games (a different generator seed; 180:
-                                   # enough to tell a gain of a few points from noise, paired
-                                   # game by game, analysis/report/stats.py; webshop: 18, a
-                                   # category-balanced sample of the test split)
-    game_max_steps: int = 10       # environment step limit per episode (where the env.* has one)
-    workers: int = 2               # processes for game generation / demonstrations
-    eval_sft: bool = True          # also evaluate the warm start (the "before RL" column)
-    explain: bool = True           # write the credit report of the RL run
+    env: str = setting(DEFAULT_ENV, "the environment: one with a recipe (envs.recipe_envs())")
+    seed: int = setting(0, "seed of the games, demonstrations, SFT and RL")
+    train_games: int = setting(120, "generated training games, the demonstrations come from "
+                               "them (webshop: the first N goals of WebShop's train split)")
+    # 180: enough to tell a gain of a few points from noise, paired game by game
+    # (analysis/report/stats.py)
+    eval_games: int = setting(180, "generated held-out games, another generator seed (webshop: "
+                              "a category-balanced sample of the test split)")
+    game_max_steps: int = setting(10, "environment step limit per episode (where the env.* "
+                                  "has one)")
+    workers: int = setting(2, "processes for game generation and demonstrations")
+    eval_sft: bool = setting(True, "also evaluate the warm start (the \"before RL\" column)")
+    explain: bool = setting(True, "write the credit report of the RL run")
 
     def validate(self) -> None:
         need(self.env in recipe_envs(), "env", f"one of {recipe_envs()}", self.env)
@@ -167,8 +173,10 @@ def parse_method(item: str) -> tuple[str, float | None]:
 class CompareConfig(DemoConfig):
     """DemoConfig plus what `sharpo compare` runs: each method with each RL seed."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])   # RL seeds (distinct, >= 0)
-    methods: list[str] = field(default_factory=lambda: ["grpo", "sharpo:0.2", "sharpo:0.05"])
+    seeds: list[int] = setting(help="RL seeds, distinct, >= 0 (--seeds)",
+                               factory=lambda: [0, 1, 2])
+    methods: list[str] = setting(help="methods compared, NAME[:value][@key=value] (--methods)",
+                                 factory=lambda: ["grpo", "sharpo:0.2", "sharpo:0.05"])
 
     def validate(self) -> None:
         super().validate()
@@ -178,3 +186,48 @@ class CompareConfig(DemoConfig):
         need(bool(self.methods), "methods", "at least one method", self.methods)
         for item in self.methods:
             parse_method(item)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0)."""
+    s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix="--")
+    return validate_settings(s, prefix="--").seeds
+
+
+def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
+    """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods)."""
+    s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
+    out = []
+    for item in validate_settings(s, prefix="--").methods:
+        name, value = parse_method(item)
+        out.append(method_run(name, value, split_method(item)[1]))
+    return out
+
+
+def method_run(name: str, value: float | None, extras: list[str] = ()
+               ) -> tuple[str, str, list[str]]:
+    """(label, slug, trainer overrides) of one compared method; ``value`` sets the
+    estimator's knob (parse_method); ``extras`` are the arm's own ``key=value``
+    trainer settings (``NAME@optim.lr=2e-3``: split_method), named in its label
+    and its run folder's name."""
+    est = ESTIMATORS[name]
+    label, slug, over = est.run_label(value), name, [f"method={name}"]
+    if value is not None:       # the run folder names the knob where the label does (λ)
+        slug = f"{name}-{est.knob if est.knob_label else ''}{value:g}"
+        over.append(f"estimator.{est.knob}={value!r}")
+    shown = []
+    for x in extras:
+        key, _, raw = x.partition("=")
+        short = key.strip().rsplit(".", 1)[-1]
+        try:
+            raw = f"{float(raw):g}"
+        except ValueError:
+            raw = raw.strip()
+        shown.append("perfect teacher" if key.strip() == "teacher.oracle" and
+                     raw.lower() == "true" else f"{short}={raw}")
+        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
+    if "(" in label:
+        label = label + "".join(f", {x}" for x in shown) + ")"
+    elif shown:
+        label = f"{label} ({', '.join(shown)})"
+    return label, slug, over + list(extras)

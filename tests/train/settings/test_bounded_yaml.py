@@ -15,7 +15,7 @@ import pytest
 
 from sharpo_train.settings.bounded_yaml import MAX_BYTES, MAX_CHARS, MAX_DEPTH, MAX_NODES, load_yaml_text
 from sharpo_train.errors import ConfigError
-from sharpo_train.settings.config import load_config, save_config
+from sharpo_train.loops.train_config import load_config, save_config
 
 from train.commands.test_cli_errors import one_line_error
 

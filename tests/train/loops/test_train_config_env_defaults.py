@@ -4,7 +4,7 @@ with the corridor's reply budget, unless the user or a settings file written for
 corridor sets them; and a step whose every episode was cut at rollout.max_turns says so in
 one line."""
 from sharpo_train.cli import main as cli_main
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs.corridor import REPLY_TOKENS
 from sharpo_train.io import read_jsonl
 from sharpo_train.loops.trainer import train

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError, UsageError
-from ..settings.config import Config
+from .train_config import Config
 from ..settings.loader import flat_keys, load_settings, parse_overrides
 
 # What a --resume may change: keys that do not change what the run computes

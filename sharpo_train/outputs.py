@@ -11,6 +11,8 @@
   output (its marker, ``.sharpo-sft``, holding the format and the command) unless
   ``--force`` names it; the result is built in a new temporary folder beside it and moved
   in file by file: nothing that the command did not write is ever deleted;
+- never a system folder or a home directory (``system_folder``: also the first rule of a
+  run directory, runs/run_dir.py);
 - a new result beside others (``sharpo eval --run-dir``'s ``RUN/eval-<time>.json``) is
   created exclusively (``O_EXCL``), with a counter suffix when the name is taken, so that
   two evaluations always leave two files.
@@ -23,9 +25,31 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..errors import UsageError
-from ..io import atomic_write_bytes, clean
-from .run_dir import system_folder
+from .errors import UsageError
+from .io import atomic_write_bytes, clean
+
+_SYSTEM_ROOTS = ("/", "/home", "/root", "/tmp", "/var", "/opt", "/mnt", "/media", "/srv",
+                 "/run")
+_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc",
+                 "/sbin", "/sys", "/usr")
+
+
+def system_folder(path: str | Path) -> str | None:
+    """Why ``path`` may not hold a run (a system folder or a home directory), or None."""
+    real = Path(os.path.realpath(os.path.expanduser(str(path))))
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    if real == home:
+        return f"it is the home directory {home}"
+    for root in _SYSTEM_ROOTS:
+        if real == Path(root):
+            return f"it is the system folder {root}"
+    for tree in _SYSTEM_TREES:
+        if real == Path(tree):
+            return f"it is the system folder {tree}"
+        if Path(tree) in real.parents:
+            return f"it is inside the system folder {tree}"
+    return None
+
 
 SFT_MARKER = ".sharpo-sft"       # written into every `sharpo sft --out` folder
 SFT_FORMAT = "sharpo-sft/1"

@@ -1,9 +1,10 @@
-"""The settings of the demo and compare recipes and how overrides reach them.
+"""How ``key=value`` overrides reach the settings of the demo and compare recipes
+(recipe_config.py) and the resolved plan of one invocation (``PipelinePlan``).
 
-Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.recipes.schema.DemoConfig`
+Overrides (``key=value``): ``demo.<key>`` sets a :class:`~sharpo_train.recipes.recipe_config.DemoConfig`
 field, ``sft.<key>`` an :class:`~sharpo_train.loops.sft.SFTConfig` field, anything else is a
 trainer config key (``total_steps=20``, ``rollout.group_size=8``, ``estimator.lam=0.05``;
-docs/training.md). All three are read by the one config system (sharpo_train/settings/config.py:
+docs/training.md). All three are read by the one config system (sharpo_train/loops/train_config.py:
 typed, validated, a bad key or value is a ConfigError naming it).
 
 The environment is ``demo.env`` (a registered environment with a recipe, envs/registry.py);
@@ -18,15 +19,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from ..settings.config import load_config
+from ..loops.train_config import load_config
 
 from ..settings.loader import flat_keys
-from ..estimators import ESTIMATORS
-from ..settings.loader import (ConfigError, OverrideText, apply_overrides, override_key, parse_overrides,
+from ..settings.loader import (ConfigError, apply_overrides, override_key, parse_overrides,
                                split_override, validate_settings)
 from ..loops.sft import SFTConfig, parse_sft_overrides
 from .phases import env_recipe, train_config
-from .schema import CompareConfig, DemoConfig, parse_method, setting_owners, settings_class, split_method
+from .recipe_config import DemoConfig, setting_owners, settings_class
 
 # `sharpo demo` defaults, sized for about 15 minutes on a 2-core CPU (phase times are
 # written to RUN/results.md). The tiny model learns from scratch, so the warm start adds a
@@ -112,51 +112,6 @@ def demo_env(items: list[str]) -> str:
     s = apply_overrides(DemoConfig(), parse_overrides([i for i in items if override_key(i) == "env"]),
                         prefix="demo.")
     return validate_settings(s, prefix="demo.").env
-
-
-def parse_seeds(text: str) -> list[int]:
-    """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0)."""
-    s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix="--")
-    return validate_settings(s, prefix="--").seeds
-
-
-def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
-    """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods)."""
-    s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
-    out = []
-    for item in validate_settings(s, prefix="--").methods:
-        name, value = parse_method(item)
-        out.append(method_run(name, value, split_method(item)[1]))
-    return out
-
-
-def method_run(name: str, value: float | None, extras: list[str] = ()
-               ) -> tuple[str, str, list[str]]:
-    """(label, slug, trainer overrides) of one compared method; ``value`` sets the
-    estimator's knob (schema.parse_method); ``extras`` are the arm's own ``key=value``
-    trainer settings (``NAME@optim.lr=2e-3``: schema.split_method), named in its label
-    and its run folder's name."""
-    est = ESTIMATORS[name]
-    label, slug, over = est.run_label(value), name, [f"method={name}"]
-    if value is not None:       # the run folder names the knob where the label does (λ)
-        slug = f"{name}-{est.knob if est.knob_label else ''}{value:g}"
-        over.append(f"estimator.{est.knob}={value!r}")
-    shown = []
-    for x in extras:
-        key, _, raw = x.partition("=")
-        short = key.strip().rsplit(".", 1)[-1]
-        try:
-            raw = f"{float(raw):g}"
-        except ValueError:
-            raw = raw.strip()
-        shown.append("perfect teacher" if key.strip() == "teacher.oracle" and
-                     raw.lower() == "true" else f"{short}={raw}")
-        slug += "-" + "".join(c if c.isalnum() or c in ".-_" else "_" for c in short + raw)
-    if "(" in label:
-        label = label + "".join(f", {x}" for x in shown) + ")"
-    elif shown:
-        label = f"{label} ({', '.join(shown)})"
-    return label, slug, over + list(extras)
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """Rollout engines (sharpo_train/generation): the HF engine's sampled log-probs against the
 trainer's scoring, the mismatch metric, the engine used by the rollout loop, config
-checks. The vLLM engine itself: tests/train/models/test_generation_vllm.py (its own venv)."""
+checks. The vLLM engine itself: tests/train/generation/test_generation_vllm.py (its own venv)."""
 import pytest
 import torch
 
-from sharpo_train.settings.config import load_config
+from sharpo_train.loops.train_config import load_config
 from sharpo_train.generation import Generation, logp_mismatch, make_engine
 from sharpo_train.generation.base import cut_at_stop
 from sharpo_train.generation.hf import HFEngine

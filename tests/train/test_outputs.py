@@ -9,7 +9,7 @@ import pytest
 
 from sharpo_train.cli import main
 from sharpo_train.errors import UsageError
-from sharpo_train.runs.outputs import SFT_MARKER, check_out_dir, check_out_file, create_exclusive
+from sharpo_train.outputs import SFT_MARKER, check_out_dir, check_out_file, create_exclusive
 
 from train.runs.decoy_support import decoy, snapshot  # noqa: F401  (fixture)
 from train.commands.test_cli_errors import one_line_error

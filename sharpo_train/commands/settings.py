@@ -1,0 +1,129 @@
+"""`sharpo settings [PREFIX] [--command train|sft|demo|compare] [--markdown]`: every setting a
+command takes as ``key=value``, with its type, default, range and one-line help, read from
+the settings classes themselves (settings/describe.py): the trainer's Config
+(loops/train_config.py) with every registered estimator's ``estimator.*`` and every
+environment's ``env.*``, `sharpo sft`'s SFTConfig (loops/sft.py), `sharpo demo` /
+`sharpo compare`'s ``demo.*`` (recipes/recipe_config.py, with each environment's own).
+PREFIX keeps the keys that start with it (``sharpo settings estimator.``). `sharpo train
+--help` ends with the same list; docs/training.md's settings table is this command's
+``--markdown`` output (a test keeps them equal)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+COMMANDS = ("train", "sft", "demo", "compare")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("settings", help="list every setting: type, default, range, help",
+                              description=__doc__)
+    p.add_argument("prefix", nargs="?", default="", help="only keys that start with this")
+    p.add_argument("--command", choices=COMMANDS, default="train",
+                   help="whose settings (default: train)")
+    p.add_argument("--markdown", action="store_true", help="a markdown table")
+    p.set_defaults(func=run)
+
+
+def env_rows() -> list:
+    """``env.name`` and every environment's own ``env.<key>`` (EnvSpec.settings: type and
+    range; the environment supplies the default)."""
+    from ..envs.registry import DEFAULT_ENV, env_names, get_spec
+    from ..settings.describe import SettingRow, type_name
+
+    rows = [SettingRow("env.name", "str", DEFAULT_ENV, f"one of {env_names()}",
+                       "the environment; its own env.<key> settings follow")]
+    for name in env_names():
+        spec = get_spec(name)
+        for key, entry in spec.settings.items():
+            if key == "name":
+                continue
+            lo, hi = (entry[1:3] + (None, None))[:2]
+            rng = "" if lo is None and hi is None else \
+                f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+            rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",
+                                   rng, f"{spec.label} (env.name={name}): {key}"))
+    return rows
+
+
+def setting_rows(command: str = "train") -> list:
+    """The rows of ``command``'s settings (a SettingRow per key)."""
+    from ..settings.describe import setting_rows as rows_of
+
+    if command == "train":
+        from ..loops.train_config import Config
+        rows = rows_of(Config())
+        at = next(i for i, r in enumerate(rows) if r.key.startswith("rollout."))
+        return rows[:at] + env_rows() + rows[at:]
+    if command == "sft":
+        from ..loops.sft import SFTConfig
+        return rows_of(SFTConfig())
+    from ..envs.registry import recipe_envs
+    from ..recipes.recipe_config import CompareConfig, DemoConfig, settings_class
+    base = CompareConfig if command == "compare" else DemoConfig
+    rows = rows_of(base(), "demo.")
+    seen = {r.key for r in rows}
+    for env in recipe_envs():          # each environment's own demo.<key> settings
+        for r in rows_of(settings_class(env, base)(), "demo."):
+            if r.key not in seen:
+                seen.add(r.key)
+                rows.append(r._replace(help=f"(demo.env={env}) {r.help}"))
+    return rows
+
+
+def run(args) -> int:
+    from ..settings.describe import rows_markdown, rows_text
+
+    rows = [r for r in setting_rows(args.command) if r.key.startswith(args.prefix)]
+    if not rows:
+        print(f"sharpo settings: no {args.command} setting starts with {args.prefix!r}",
+              file=sys.stderr)
+        return 2
+    print(rows_markdown(rows) if args.markdown else rows_text(rows))
+    return 0
+
+
+class SettingsHelp(argparse.Action):
+    """``-h/--help`` of a command that takes ``key=value`` settings: the usual help, then
+    every setting (built only when asked: it imports the settings classes)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show this help message and every key=value setting, and exit",
+                 command: str = "train"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.command = command
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..settings.describe import rows_text
+
+        parser.print_help()
+        print(f"\nsettings (key=value; `sharpo settings --command {self.command} [PREFIX]`):")
+        print(rows_text(setting_rows(self.command)))
+        parser.exit()
+
+
+# docs/training.md, "Every setting": one generated table per command between these markers
+DOCS_BEGIN = "<!-- sharpo settings --command {command} --markdown: begin (generated) -->"
+DOCS_END = "<!-- sharpo settings --command {command} --markdown: end -->"
+
+
+def docs_block(command: str) -> str:
+    """The markers and the markdown table of ``command``'s settings, as in docs/training.md."""
+    from ..settings.describe import rows_markdown
+    return "\n".join([DOCS_BEGIN.format(command=command), rows_markdown(setting_rows(command)),
+                      DOCS_END.format(command=command)])
+
+
+def write_docs(path) -> None:
+    """Replace every generated settings table of the markdown file ``path`` with the
+    current one (``python -c "from sharpo_train.commands.settings import write_docs;
+    write_docs('docs/training.md')"``)."""
+    from pathlib import Path
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    for command in COMMANDS:
+        begin, end = DOCS_BEGIN.format(command=command), DOCS_END.format(command=command)
+        if begin in text:
+            a, b = text.index(begin), text.index(end) + len(end)
+            text = text[:a] + docs_block(command) + text[b:]
+    p.write_text(text, encoding="utf-8")

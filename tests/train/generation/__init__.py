@@ -1,0 +1,1 @@
+"""Rollout engines (sharpo_train/generation/): HF generate, vLLM."""
