@@ -145,7 +145,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def arm_slug(arm: str) -> str:
     """The run folder prefix `sharpo compare` gives an arm (grpo, sharpo-lam0.2, oracle)."""
-    from sharpo_train.recipes.settings import parse_methods
+    from sharpo_train.recipes.recipe_config import parse_methods
     return parse_methods(arm)[0][1]
 
 

@@ -35,6 +35,24 @@ def write_json(path: Path, obj) -> None:
     tmp.replace(path)
 
 
+def code_commit() -> str | None:
+    """The commit of the code that runs: CODE_COMMIT at the repository root (a frozen copy
+    made by `git archive`), else `git rev-parse HEAD` (with "+dirty" for local changes)."""
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    if (root / "CODE_COMMIT").is_file():
+        return (root / "CODE_COMMIT").read_text().strip()
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "sharpo_train",
+                                "benchmarks/corridor_map"], cwd=root, capture_output=True,
+                               text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -82,8 +100,8 @@ def lock_path(unit: Unit, runs: Path) -> Path:
 def plan_of(cell: Cell, runs: Path, seeds, arms, quick: bool = False):
     """The cell's PipelinePlan, exactly as `sharpo compare` builds it from the cell's
     command line (commands/compare.py)."""
-    from sharpo_train.recipes.schema import CompareConfig
-    from sharpo_train.recipes.settings import PipelinePlan
+    from sharpo_train.recipes.recipe_config import CompareConfig
+    from sharpo_train.recipes.overrides import PipelinePlan
     plan = PipelinePlan.from_args(Path(runs) / cell.name, cell.overrides(), quick,
                                   "benchmarks/map.py (" + cell.compare_command(
                                       str(Path(runs) / cell.name), seeds, arms) + ")",
@@ -138,7 +156,7 @@ def _run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo, quick) -
               "sft_max_length": plan.sft.max_length,
               "play": play, "data": data, "diagnosis_seconds": round(time.time() - start, 1),
               "weights_sha256": sha256(out / "sft" / "model.safetensors"),
-              "random_agent": 2.0 ** -cell.decisive}
+              "random_agent": 2.0 ** -cell.decisive, "code": code_commit()}
     write_json(Unit(cell).result_path(results), record)
     echo(f"[{cell.name}/warm] filed: success {record['eval']['success']:.3f}, right door "
          f"{play['right_door']:.3f}")
@@ -150,10 +168,6 @@ def run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
     """One RL run of the cell from its warm start, in RUNS/<cell>/runs/<slug>-seed<k> (an
     unfinished one is started again from scratch: the recipe keeps no checkpoint), then
     its files filed under RESULTS/<cell>/<slug>-seed<k>/."""
-    from sharpo_train.recipes import phases
-    from sharpo_train.recipes.compare import compare_runs
-    from sharpo_train.recipes.settings import parse_methods
-
     if unit.is_warm:
         raise ValueError("run_rl: a warm-start unit")
     Path(runs).mkdir(parents=True, exist_ok=True)
@@ -168,7 +182,7 @@ def run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
 def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> dict:
     from sharpo_train.recipes import phases
     from sharpo_train.recipes.compare import compare_runs
-    from sharpo_train.recipes.settings import parse_methods
+    from sharpo_train.recipes.recipe_config import parse_methods
 
     warm = json.loads(Unit(unit.cell).result_path(results).read_text())
     plan, env, _log = build_warm(unit.cell, runs, seeds, arms, echo, quick)
@@ -194,7 +208,7 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
         write_json(run_dir / UNIT_FILE, {
             "cell": unit.cell.spec, "arm": unit.arm, "slug": slug, "seed": seed,
             "seconds": round(time.time() - start, 1), "eval": result,
-            "weights_sha256": got})
+            "weights_sha256": got, "code": code_commit()})
     dest = Path(results) / unit.cell.name / unit.folder
     dest.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:          # unit.json last: its presence marks the run filed
