@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     cfg = load_config(a.config, list(a.overrides) + [
         f"run_dir={out / 'trainer'}", "total_steps=0", "log.progress=false",
-        "log.tensorboard=false", "eval.at_end=false", "eval.every=0", "method=sharpo",
+        "eval.at_end=false", "eval.every=0", "method=sharpo",
         "log.save_batches=1"])                  # scoring then keeps entropies (EMPG)
     trainer = Trainer(cfg)
     labeller = get_spec(cfg.env["name"]).load("plan_labels")()   # the env's action labeller

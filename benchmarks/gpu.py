@@ -12,7 +12,9 @@
    Every fwd+bwd case backpropagates `logp.sum()` (or the loss sum). Reported: milliseconds,
    peak extra CUDA memory (max_memory_allocated above the inputs), achieved GB/s and
    TFLOP/s against the device's peaks (from a small table of datasheet numbers; "?" when
-   the device is not in it).
+   the device is not in it), and sharpo's compiled bound: the floor the throughput model
+   of benchmarks/compiled_facts.py puts on the same kernel at that shape for this GPU
+   (docs/gpu_kernels.md), so that the first minutes on a GPU confirm or refute it.
 
 Traffic and work counted (minimal, implementation-independent):
     token  fwd: read N*V logits; fwd+bwd: + read them again and write N*V gradients.
@@ -82,23 +84,84 @@ class Row:
     gbps: float = float("nan")
     tflops: float = float("nan")
     note: str = ""
+    bound_ms: float = float("nan")      # compiled-facts floor (docs/gpu_kernels.md)
+    bound_by: str = ""
 
 
 def fmt_table(rows: list, peaks: Optional[tuple]) -> str:
     bw = f"{peaks[0]:.0f} GB/s" if peaks else "?"
     fl = f"{peaks[1]:.0f} bf16 TFLOP/s" if peaks else "?"
     out = [f"| suite | impl | median ms | extra peak MiB | GB/s (% of {bw}) | "
-           f"TFLOP/s (% of {fl}) | note |", "|---|---|---|---|---|---|---|"]
+           f"TFLOP/s (% of {fl}) | compiled bound ms | note |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def pct(x, peak):
             if math.isnan(x):
                 return "-"
             return f"{x:.0f} ({100 * x / peak:.0f}%)" if peak else f"{x:.0f}"
         ms = "-" if math.isnan(r.ms) else f"{r.ms:.3f}"
+        bound = "-" if math.isnan(r.bound_ms) else f"{r.bound_ms:.3f} ({r.bound_by})"
         out.append(f"| {r.suite} | {r.impl} | {ms} | {r.extra_bytes / 2**20:.0f} | "
                    f"{pct(r.gbps, peaks[0] if peaks else None)} | "
-                   f"{pct(r.tflops, peaks[1] if peaks else None)} | {r.note} |")
+                   f"{pct(r.tflops, peaks[1] if peaks else None)} | {bound} | {r.note} |")
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------
+# compiled bound (benchmarks/compiled_facts.py, docs/gpu_kernels.md)
+# ---------------------------------------------------------------------------------------
+
+def model_device(name: str, arch: int, sms: int, clock_ghz: float, peaks: Optional[tuple]):
+    """The throughput model's Device for the GPU at hand (sustained HBM = 90% of the
+    datasheet peak, as for the H200/A100 models); None when its peaks are unknown."""
+    from sharpo_kernels.compiled.model import DEVICES, Device
+    for known in DEVICES:                     # the models of benchmarks/RESULTS.md
+        if known.name.split()[0].lower() in name.lower() and known.arch == arch:
+            return known
+    if peaks is None:
+        return None
+    return Device(name, arch, sms, clock_ghz, 0.9 * peaks[0], peaks[0], peaks[1], peaks[2])
+
+
+def bound_for(kind: str, n: int, v: int, h: Optional[int], backward: bool,
+              bounds: dict) -> tuple:
+    """(ms, bound_by) of a timing suite from per-label compiled bounds at N=8192 (scaled
+    linearly in n); (nan, "") when no compiled variant has that shape. kind: token/linear.
+    fwd+bwd is the forward's bound plus the backward's."""
+    from sharpo_kernels.compiled.variants import N_TOKENS
+    if kind == "token":
+        keys = [f"token_fwd bfloat16 N={N_TOKENS} V={v} entropy=0"]
+        if backward:
+            keys.append(f"token_bwd bfloat16 N={N_TOKENS} V={v} entropy=0")
+    else:
+        keys = [f"linear_fwd bfloat16 N={N_TOKENS} V={v} H={h} bias=0 entropy=0"]
+        if backward:
+            keys.append(f"linear_bwd bfloat16 N={N_TOKENS} V={v} H={h} bias=0 entropy=0 "
+                        f"h=1 w=1 b=0")
+    if not all(k in bounds for k in keys):
+        return float("nan"), ""
+    total = sum(bounds[k].bound_s for k in keys) * n / N_TOKENS
+    by = "+".join(bounds[k].bound_by for k in keys)
+    return total * 1e3, by
+
+
+def compiled_bounds(device) -> dict:
+    """{variant label: Bound} of the bf16 token and linear variants for `device`'s arch."""
+    import tempfile
+    from sharpo_kernels.compiled.build import compile_variants, variants_for
+    from sharpo_kernels.compiled.driver import compiling_for
+    from sharpo_kernels.compiled.model import bound
+    with compiling_for(device.arch):
+        variants = [v for v in variants_for(device.arch, (
+            "sharpo_kernels.logprobs.token_triton", "sharpo_kernels.logprobs.linear_triton"))
+            if "bfloat16" in v.label and "entropy=0" in v.label and "bias=0" in v.label
+            and (v.label.startswith("token") or " h=1 w=1 b=0" in v.label
+                 or v.label.startswith("linear_fwd"))]
+    out = {}
+    for c in compile_variants(variants, device.arch, tempfile.mkdtemp()):
+        if c.facts is not None:
+            out[c.variant.label] = bound(c, device)
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -242,8 +305,9 @@ def _peak_extra(fn) -> int:
     return torch.cuda.max_memory_allocated() - base
 
 
-def run_timings(shapes_token, shapes_linear, peaks) -> list:
+def run_timings(shapes_token, shapes_linear, peaks, bounds=None) -> list:
     import torch
+    bounds = bounds or {}
     dev = torch.device("cuda")
     rows = []
     for (n, v) in shapes_token:
@@ -268,6 +332,9 @@ def run_timings(shapes_token, shapes_linear, peaks) -> list:
                         row.ms = _bench(fn, None)
                     row.extra_bytes = _peak_extra(fn)
                     row.gbps = token_traffic_bytes(n, v, 2, backward) / row.ms / 1e6
+                    if name == "sharpo triton":
+                        row.bound_ms, row.bound_by = bound_for("token", n, v, None, backward,
+                                                               bounds)
                 except Exception as exc:  # a competitor that fails is reported, not fatal
                     row.note = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
                 rows.append(row)
@@ -296,6 +363,9 @@ def run_timings(shapes_token, shapes_linear, peaks) -> list:
                     row.extra_bytes = _peak_extra(fn)
                     row.gbps = linear_traffic_bytes(n, v, h, 2, backward) / row.ms / 1e6
                     row.tflops = linear_flops(n, v, h, backward) / row.ms / 1e9
+                    if name == "sharpo triton":
+                        row.bound_ms, row.bound_by = bound_for("linear", n, v, h, backward,
+                                                               bounds)
                 except Exception as exc:
                     row.note = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
                 rows.append(row)
@@ -342,8 +412,18 @@ def main(argv=None) -> int:
         print(f"check {'ok  ' if c.ok else 'FAIL'} {c.name}: rel err {c.err:.2e} "
               f"(tol {c.tol:.0e})", flush=True)
     shapes_token = [(2048, 151936)] + ([] if args.quick else [(8192, 151936)])
-    shapes_linear = [(2048, 896, 151936)] + ([] if args.quick else [(8192, 3584, 152064)])
-    rows = run_timings(shapes_token, shapes_linear, peaks)
+    shapes_linear = [(2048, 896, 151936)] + ([] if args.quick else [(8192, 4096, 151936)])
+    props = torch.cuda.get_device_properties(0)
+    dev_model = model_device(name, props.major * 10 + props.minor,
+                             props.multi_processor_count,
+                             getattr(props, "clock_rate", 1_500_000) / 1e6, peaks)  # kHz
+    bounds = {}
+    if dev_model is not None:
+        try:
+            bounds = compiled_bounds(dev_model)
+        except Exception as exc:   # the timings are still worth having
+            print(f"compiled bounds unavailable: {type(exc).__name__}: {exc}")
+    rows = run_timings(shapes_token, shapes_linear, peaks, bounds)
     import triton
     head = (f"device: {name}; torch {torch.__version__}, triton {triton.__version__}; "
             f"{platform.node()}; {time.time() - t0:.0f} s\n"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "segment_advantage.h"
 
@@ -111,8 +112,15 @@ PYBIND11_MODULE(_sharpo_native, m) {
   m.def("segment_apply_cuda", &segment_apply_cuda, py::arg("inputs"), py::arg("kmax"),
         py::arg("coef"), py::arg("out"), py::arg("out_stride"), py::arg("stream"),
         "Token advantages from the [B, kmax] coefficients; returns cudaError.");
+  m.def("cuda_archs", []() { return std::string(SHARPO_CUDA_ARCHS); },
+        "CMAKE_CUDA_ARCHITECTURES the CUDA kernels were built for, comma-separated "
+        "(e.g. '80-real,86-real,89-real,90': NN-real = SASS only, NN = SASS + PTX).");
+  m.def("cuda_kernel_image_status", &sharpo::cuda_kernel_image_status, py::arg("device"),
+        "0 when the module holds code for CUDA device `device` (SASS or JIT-able PTX), else "
+        "the cudaError (209: no kernel image for the device).");
 #else
   m.def("has_cuda", []() { return false; }, "False: built without nvcc, CUDA kernels skipped.");
+  m.def("cuda_archs", []() { return std::string(); }, "Empty: built without CUDA.");
 #endif
   m.def("segment_advantage_cpu", &segment_advantage_cpu, py::arg("inputs"), py::arg("out"),
         py::arg("out_stride"), py::arg("lam"), py::arg("alpha"), py::arg("tau"),

@@ -82,5 +82,10 @@ int segment_sums_cuda(const SegInputs& in, int64_t kmax, double* sums, int32_t* 
                       uintptr_t stream);
 int segment_apply_cuda(const SegInputs& in, int64_t kmax, const float* coef, float* out,
                        int64_t out_stride, uintptr_t stream);
+// Whether the module holds code (SASS for the device, or PTX it can JIT) for CUDA device
+// `device`: the cudaError_t of cudaFuncGetAttributes on the kernels, as int (0 = yes,
+// 209 = cudaErrorNoKernelImageForDevice, 98 = cudaErrorInvalidDeviceFunction). The
+// caller's current device is restored.
+int cuda_kernel_image_status(int device);
 
 }  // namespace sharpo

@@ -104,4 +104,23 @@ int segment_apply_cuda(const SegInputs& in, int64_t kmax, const float* coef, flo
   return static_cast<int>(cudaGetLastError());
 }
 
+int cuda_kernel_image_status(int device) {
+  int prev = 0;
+  cudaError_t err = cudaGetDevice(&prev);
+  if (err != cudaSuccess) return static_cast<int>(err);
+  if (device != prev && (err = cudaSetDevice(device)) != cudaSuccess) return static_cast<int>(err);
+  cudaFuncAttributes attr;
+  const void* kernels[] = {reinterpret_cast<const void*>(&segment_sums_kernel<int32_t>),
+                           reinterpret_cast<const void*>(&segment_sums_kernel<int64_t>),
+                           reinterpret_cast<const void*>(&segment_apply_kernel<int32_t>),
+                           reinterpret_cast<const void*>(&segment_apply_kernel<int64_t>)};
+  for (const void* k : kernels) {
+    err = cudaFuncGetAttributes(&attr, k);
+    if (err != cudaSuccess) break;
+  }
+  cudaGetLastError();  // not sticky, but leave no error behind for the next launch check
+  if (device != prev) cudaSetDevice(prev);
+  return static_cast<int>(err);
+}
+
 }  // namespace sharpo

@@ -11,13 +11,19 @@ Backends (implementations of an op):
     triton  Triton kernels; CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set
             before triton was imported (the CPU test setup, see tests/conftest.py). Every op.
     cuda    the CUDA kernels of `_sharpo_native`; CUDA tensors, only when the module was
-            built with nvcc (`native_has_cuda()`). segment_advantage.
+            built with nvcc (`native_has_cuda()`) and holds code for the device's
+            architecture (`native_cuda_code_for(device)`: SASS of the same major and a
+            minor <= the device's, or PTX of an architecture <= the device's, confirmed by
+            the CUDA runtime; checked once per device). segment_advantage.
 
 `OP_BACKENDS[op]` lists an op's backends in its automatic order. `resolve_backend(name,
 device, available)` picks one: the caller's explicit choice (checked), else the first of
 `available` that can run on `device`. It raises a ValueError naming the `backend` argument
-for unknown names and for backends that cannot run here. `available_backends()` reports
-what this machine can run.
+for unknown names and for backends that cannot run here (for `cuda` on a GPU the module
+has no code for, the message names the architectures it holds). The automatic choice on a
+CUDA device says which backend it took, and why `cuda` was skipped, in one log line per
+op and device (logger "sharpo_kernels": INFO when it takes `cuda`, WARNING when it falls
+back). `available_backends()` reports what this machine can run.
 
 The native module is a top-level module (so an installed copy is found even when the
 `sharpo_kernels` source tree shadows the installed package); it is imported lazily, once.
@@ -25,7 +31,9 @@ The native module is a top-level module (so an installed copy is found even when
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import re
 from typing import Iterable, Optional, Sequence
 
 import torch
@@ -44,6 +52,9 @@ _native = _NATIVE_UNSET
 _native_error: Optional[str] = None
 _triton_ok: Optional[bool] = None
 _triton_error: Optional[str] = None
+_cuda_code: dict[int, tuple[bool, str]] = {}      # device index -> native_cuda_code_for
+_logged_choices: set = set()                        # (device index, ops) already logged
+_log = logging.getLogger("sharpo_kernels")
 
 
 def native_module():
@@ -61,6 +72,91 @@ def native_has_cuda() -> bool:
     """True when `_sharpo_native` was compiled with its CUDA kernels (nvcc was found)."""
     mod = native_module()
     return bool(mod is not None and mod.has_cuda())
+
+
+def parse_cuda_archs(spec: str) -> Optional[list[tuple[int, bool, bool]]]:
+    """CMAKE_CUDA_ARCHITECTURES as baked into the module ("80-real,86-real,89-real,90",
+    ';' or ',' separated) -> [(arch, has SASS, has PTX)], e.g. (90, True, True). NN-real:
+    SASS only; NN-virtual: PTX only; NN: both; an arch-specific NNa/NNf: code for exactly
+    that GPU (stored as -NN, never matched by another minor). None when the list is not
+    explicit ("all", "native", empty): then only the CUDA runtime can tell."""
+    out = []
+    for tok in re.split(r"[;,]", spec.strip()):
+        tok = tok.strip()
+        m = re.fullmatch(r"(\d+)([af]?)(?:-(real|virtual))?", tok)
+        if m is None:
+            return None
+        arch, kind = int(m.group(1)), m.group(3)
+        if m.group(2):              # sm_90a etc.: that exact GPU only (see cuda_archs_hold)
+            arch = -arch
+        out.append((arch, kind != "virtual", kind != "real"))
+    return out or None
+
+
+def cuda_archs_hold(archs: list[tuple[int, bool, bool]], capability: tuple[int, int]) -> bool:
+    """True when a module built for `archs` (parse_cuda_archs) runs on a GPU of compute
+    capability (major, minor): SASS for major.m runs on major.minor with m <= minor; PTX for
+    an arch <= the device's is JIT-compiled by the driver."""
+    major, minor = capability
+    sm = 10 * major + minor
+    for arch, sass, ptx in archs:
+        if arch < 0:                # arch-specific code: the exact GPU only
+            if -arch == sm:
+                return True
+            continue
+        if sass and arch // 10 == major and arch % 10 <= minor:
+            return True
+        if ptx and arch <= sm:
+            return True
+    return False
+
+
+def describe_cuda_archs(archs: Optional[list[tuple[int, bool, bool]]], spec: str) -> str:
+    """'sm_80, sm_86, sm_89, sm_90 SASS + compute_90 PTX' (or the raw spec)."""
+    if archs is None:
+        return f"CMAKE_CUDA_ARCHITECTURES={spec!r}"
+    name = lambda a: f"{-a}a" if a < 0 else str(a)  # noqa: E731
+    sass = ", ".join(f"sm_{name(a)}" for a, s, _ in archs if s)
+    ptx = ", ".join(f"compute_{name(a)}" for a, _, p in archs if p)
+    return " + ".join(x for x in (sass and f"{sass} SASS", ptx and f"{ptx} PTX") if x)
+
+
+def _device_index(device: torch.device) -> int:
+    device = torch.device(device)
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def native_cuda_code_for(device: torch.device) -> tuple[bool, str]:
+    """(True, "") when `_sharpo_native`'s CUDA kernels hold code that runs on CUDA device
+    `device`, else (False, why, naming the architectures the module holds). Checked once
+    per device: the compiled architecture list (`cuda_archs()`) against the device's
+    compute capability, then the CUDA runtime itself (`cuda_kernel_image_status`:
+    cudaFuncGetAttributes fails with cudaErrorNoKernelImageForDevice otherwise)."""
+    idx = _device_index(device)
+    if idx in _cuda_code:
+        return _cuda_code[idx]
+    mod = native_module()
+    major, minor = torch.cuda.get_device_capability(idx)
+    here = f"cuda:{idx} (sm_{major}{minor})"
+    spec = mod.cuda_archs() if hasattr(mod, "cuda_archs") else None
+    archs = parse_cuda_archs(spec) if spec else None
+    held = describe_cuda_archs(archs, spec) if spec else "an unknown architecture list"
+    ok, why = True, ""
+    if archs is not None and not cuda_archs_hold(archs, (major, minor)):
+        ok, why = False, (f"_sharpo_native holds CUDA code for {held}, none of which runs on "
+                          f"{here}; rebuild with SHARPO_CUDA_ARCHS (docs/toolchain.md)")
+    probe = getattr(mod, "cuda_kernel_image_status", None)
+    if ok and probe is not None:
+        err = int(probe(idx))
+        if err != 0:
+            ok, why = False, (f"the CUDA runtime finds no kernel image of _sharpo_native for "
+                              f"{here} (cudaError {err}); the module holds {held}; rebuild "
+                              f"with SHARPO_CUDA_ARCHS (docs/toolchain.md)")
+    elif ok and archs is None:
+        ok, why = False, (f"_sharpo_native does not say which architectures it holds "
+                          f"({held}); rebuild it (pip install .)")
+    _cuda_code[idx] = (ok, why)
+    return ok, why
 
 
 def triton_interpreting() -> bool:
@@ -108,7 +204,7 @@ def backend_runs_on(name: str, device: torch.device) -> tuple[bool, str]:
             return False, "_sharpo_native was built without CUDA (nvcc not found at build time)"
         if dev != "cuda":
             return False, f"it runs on CUDA tensors, got {dev} tensors"
-        return True, ""
+        return native_cuda_code_for(device)
     return False, f"unknown backend {name!r}"
 
 
@@ -120,9 +216,13 @@ def resolve_backend(name: Optional[str], device: torch.device,
     available: the backends this kernel implements, in order of preference.
     """
     if name is None:
+        skipped = []
         for cand in available:
-            if backend_runs_on(cand, device)[0]:
+            ok, why = backend_runs_on(cand, device)
+            if ok:
+                _log_choice(cand, skipped, device, available)
                 return cand
+            skipped.append((cand, why))
         raise ValueError(f"backend: none of {list(available)} can run on {device} tensors")
     if not isinstance(name, str):
         raise TypeError(f"backend: expected a str or None, got {type(name).__name__}")
@@ -132,6 +232,28 @@ def resolve_backend(name: Optional[str], device: torch.device,
     if not ok:
         raise ValueError(f"backend: {name!r} is not available here: {why}")
     return name
+
+
+def _log_choice(chosen: str, skipped: list, device: torch.device,
+                available: Sequence[str]) -> None:
+    """One log line per (CUDA device, op) for the automatic choice of an op with a `cuda`
+    backend: which backend it took, and why `cuda` was skipped when it was."""
+    device = torch.device(device)
+    if device.type != "cuda" or "cuda" not in available:
+        return
+    key = (_device_index(device), tuple(available))
+    if key in _logged_choices:
+        return
+    _logged_choices.add(key)
+    ops = [op for op, backs in OP_BACKENDS.items() if tuple(backs) == tuple(available)]
+    what = ops[0] if ops else f"backends {list(available)}"
+    where = f"cuda:{key[0]}"
+    why = dict(skipped).get("cuda")
+    if why is None:
+        _log.info("sharpo_kernels: %s on %s uses backend %r", what, where, chosen)
+    else:
+        _log.warning("sharpo_kernels: %s on %s uses backend %r, not 'cuda': %s", what, where,
+                     chosen, why)
 
 
 def usable_backends(device: torch.device, available: Iterable[str] = BACKENDS) -> list[str]:

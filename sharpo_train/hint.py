@@ -25,6 +25,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Union
 
+from .checks import is_int
 from .errors import ConfigError
 
 __all__ = ["HINT_TEMPLATE", "HINT_SEPARATOR", "TRUNCATION_MARK", "MIN_HINT_TOKENS",
@@ -50,9 +51,6 @@ HINT_PLACEMENTS = (PLACEMENT_AFTER_TASK, PLACEMENT_AFTER_OBSERVATION)
 MAX_OBSERVATION_CHARS_LIMIT = 1 << 20
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
 
 @dataclass
 class HintSettings:
@@ -73,7 +71,7 @@ class HintSettings:
             raise ValueError(f"{prefix}scope: expected one of {list(HINT_SCOPES)}, "
                              f"got {self.scope!r}")
         v = self.max_observation_chars
-        if not _is_int(v) or not 0 <= v <= MAX_OBSERVATION_CHARS_LIMIT:
+        if not is_int(v) or not 0 <= v <= MAX_OBSERVATION_CHARS_LIMIT:
             raise ValueError(f"{prefix}max_observation_chars: expected an int >= 0 and <= "
                              f"{MAX_OBSERVATION_CHARS_LIMIT}, got {v!r}")
         check_max_hint_tokens(self.max_hint_tokens, f"{prefix}max_hint_tokens")
@@ -86,7 +84,7 @@ HINT_DEFAULTS = HintSettings()
 
 def check_max_hint_tokens(v, name: str = "max_hint_tokens") -> None:
     """TypeError/ValueError naming ``name`` unless ``v`` is an int >= MIN_HINT_TOKENS."""
-    if not _is_int(v):
+    if not is_int(v):
         raise TypeError(f"{name}: expected an int, got {type(v).__name__}")
     if v < MIN_HINT_TOKENS:
         raise ValueError(f"{name}: expected >= {MIN_HINT_TOKENS}, got {v}")
@@ -154,7 +152,7 @@ def hint_pairs(steps: Sequence[HintStep], max_observation_chars: int = HINT_DEFA
     """The steps of a hint as (action, observation-after-it) pairs (a bare action string
     has observation ""; an action None is ``INVALID_ACTION``); ``max_observation_chars``
     checked (an int >= 0)."""
-    if not _is_int(max_observation_chars) or max_observation_chars < 0:
+    if not is_int(max_observation_chars) or max_observation_chars < 0:
         raise ValueError(f"max_observation_chars: expected an int >= 0, got {max_observation_chars!r}")
     out = []
     for i, step in enumerate(steps):

@@ -130,18 +130,6 @@ def _marker(path: Path) -> dict | None:
     return data
 
 
-def _legacy_sft(path: Path) -> bool:
-    """An sft output of an earlier version (no marker): its sft.json summary."""
-    f = path / "sft.json"
-    if not f.is_file() or f.is_symlink() or f.stat().st_size > 64 << 20:
-        return False
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return False
-    return isinstance(data, dict) and {"demos", "steps", "loss_history", "config"} <= set(data)
-
-
 def check_out_folder(path: str | Path, key: str, force: bool, is_ours, what: str) -> Path:
     """UsageError (naming ``key``) unless ``path`` may be an output folder: not a system
     folder, the home directory, a symbolic link, a file, or below a file; new, empty,
@@ -167,7 +155,7 @@ def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
     (``check_out_folder``): new, empty, an earlier `sharpo sft` output (its marker), or any
     folder with ``force``. Creates nothing."""
     return check_out_folder(path, key, force,
-                            lambda p: _marker(p) is not None or _legacy_sft(p),
+                            lambda p: _marker(p) is not None,
                             f"a sharpo sft output (no valid {SFT_MARKER})")
 
 

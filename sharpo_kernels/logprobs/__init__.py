@@ -11,7 +11,10 @@ the math, the checks and the online log-sum-exp step).
                           merge of the Triton launcher's vocabulary splits)
     online_lse_triton.py  the same step as a Triton function (both Triton kernels)
     token_triton.py       `triton` backend of token_logprobs: kernels and launcher
-    linear_triton.py      `triton` backend of linear_logprobs: kernels and launcher
+    linear_triton.py      `triton` backend of linear_logprobs: forward kernel, launcher, tiles
+    linear_tiles.py       the logits tile both linear kernels compute (fp32 / TF32 / half)
+    linear_backward_triton.py  its backward: d-logits kernel per vocabulary chunk + cuBLAS
+                          products, each gradient written once (no atomics)
 """
 from .api import LOGPROBS_BACKENDS, linear_logprobs, token_logprobs
 

@@ -5,21 +5,20 @@ the kernels read hidden rows through them, so rows at ignore_index cost nothing.
 
 Forward (`_linear_fwd_kernel`), grid (row tiles, vocabulary splits): each program walks its
 share of the vocabulary in BLOCK_V tiles, computes the [BLOCK_N, BLOCK_V] logits with
-`tl.dot` over BLOCK_H slices of H, and carries the online statistics per row
-(m = raw max, s = sum exp(d), t = sum exp(d) d, d = (z - m) / T; see
-token_triton.py). The label's logit is picked out of the tile that holds it. The
-splits' partial (m, s, t) are merged in PyTorch (O(splits x N)); the splits give a GPU
-enough programs when N is small.
+`tl.dot` over BLOCK_H slices of H (linear_tiles.py), and carries the online statistics per
+row (m = raw max, s = sum exp(d), t = sum exp(d) d, d = (z - m) / T; see token_triton.py).
+The label's logit is picked out of the tile that holds it. The splits' partial (m, s, t)
+are merged in PyTorch (O(splits x N)); the splits give a GPU enough programs when N is small.
 
-Backward (`_linear_bwd_kernel`), grid (row tiles, vocabulary tiles): recompute the logits
-tile from the saved (m, log s, H), form dL/dz = [g_logp (onehot - p) - g_H p (q + H)] / T,
-then accumulate grad_hidden += dz @ W_tile and grad_weight_tile += dz^T @ h_tile in fp32
-with atomic adds (and grad_bias += column sums of dz).
+Backward: linear_backward_triton.py (vocabulary chunks: a Triton kernel writes dL/dz for
+the chunk, cuBLAS forms grad_W and grad_h from it; every gradient written once, no
+atomics; docs/gpu_kernels.md).
 
-Precision: fp32 inputs use an IEEE fp32 `tl.dot` (no TF32); bf16/fp16 inputs multiply in
-their own dtype with fp32 accumulation on a GPU (dz is rounded to the input dtype for the
-two backward products); in the interpreter everything is converted to fp32 on load
-(bf16 `tl.dot` is broken there, docs/toolchain.md).
+Precision: fp32 inputs use IEEE fp32 products (no TF32) unless `allow_tf32=True`;
+bf16/fp16 inputs multiply in their own dtype with fp32 accumulation on a GPU; in the
+interpreter everything is converted to fp32 on load (bf16 `tl.dot` is broken there,
+docs/toolchain.md). Tiles per dtype: `LinearTritonConfig.resolve` (fp32 IEEE products run
+on FMA units and take smaller tiles, so that no variant spills on sm_80/sm_90).
 """
 from __future__ import annotations
 
@@ -28,7 +27,8 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
-from .grads import linear_grads
+from .linear_backward_triton import linear_logprobs_triton_backward
+from .linear_tiles import _logits_tile
 from .online_lse import online_lse_rescale
 from .online_lse_triton import online_lse_rescale_triton
 
@@ -37,34 +37,12 @@ __all__ = ["linear_logprobs_triton", "linear_logprobs_triton_forward",
 
 
 @triton.jit
-def _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask, H,
-                 HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
-    """[BLOCK_N, BLOCK_V] fp32 logits of hidden rows `rows` against vocabulary `cols`."""
-    acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
-    for h0 in range(0, H, BLOCK_H):
-        hk = h0 + tl.arange(0, BLOCK_H)
-        k_mask = hk < H
-        a = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :],
-                    mask=n_mask[:, None] & k_mask[None, :], other=0.0)
-        bt = tl.load(w_ptr + cols[None, :] * stride_w + hk[:, None],
-                     mask=v_mask[None, :] & k_mask[:, None], other=0.0)
-        if DOT_FP32:
-            acc = tl.dot(a.to(tl.float32), bt.to(tl.float32), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, bt, acc)
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + cols, mask=v_mask, other=0.0).to(tl.float32)[None, :]
-    return acc
-
-
-@triton.jit
 def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_ptr,
                        part_m_ptr, part_s_ptr, part_t_ptr, xy_ptr,
                        NV, V, H, v_per_split, temperature,
                        HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
-                       DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
-                       BLOCK_H: tl.constexpr):
+                       DOT_FP32: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -80,7 +58,7 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
         cols = v0 + tl.arange(0, BLOCK_V)
         v_mask = cols < v_hi
         z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask,
-                         H, HAS_BIAS, DOT_FP32, BLOCK_N, BLOCK_V, BLOCK_H)
+                         H, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H)
         z = tl.where(v_mask[None, :], z, float("-inf"))
         # the label's raw logit, from the one tile that holds it
         is_lab = cols[None, :] == lab[:, None]
@@ -102,86 +80,57 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
         tl.store(part_t_ptr + out, t, mask=n_mask)
 
 
-@triton.jit
-def _linear_bwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_ptr,
-                       m_ptr, logs_ptr, ent_ptr, glp_ptr, gent_ptr,
-                       gh_ptr, gw_ptr, gb_ptr, NV, V, H, temperature,
-                       HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
-                       NEED_H: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
-                       DOT_FP32: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
-                       BLOCK_H: tl.constexpr):
-    pid_n = tl.program_id(0)
-    pid_v = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < NV
-    rows = tl.load(rows_ptr + offs_n, mask=n_mask, other=0)
-    lab = tl.load(lab_ptr + offs_n, mask=n_mask, other=-1)
-    m = tl.load(m_ptr + offs_n, mask=n_mask, other=0.0)
-    logs = tl.load(logs_ptr + offs_n, mask=n_mask, other=0.0)
-    g_lp = tl.load(glp_ptr + offs_n, mask=n_mask, other=0.0)
-    cols = pid_v * BLOCK_V + tl.arange(0, BLOCK_V)
-    v_mask = cols < V
-    z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask, H,
-                     HAS_BIAS, DOT_FP32, BLOCK_N, BLOCK_V, BLOCK_H)
-    q = tl.maximum((z - m[:, None]) / temperature, -1e30) - logs[:, None]
-    p = tl.exp(q)
-    g = tl.where(cols[None, :] == lab[:, None], g_lp[:, None], 0.0) - g_lp[:, None] * p
-    if NEED_ENTROPY:
-        ent = tl.load(ent_ptr + offs_n, mask=n_mask, other=0.0)
-        g_ent = tl.load(gent_ptr + offs_n, mask=n_mask, other=0.0)
-        g -= g_ent[:, None] * p * (q + ent[:, None])
-    g = tl.where(n_mask[:, None] & v_mask[None, :], g / temperature, 0.0)
-    if NEED_B:
-        tl.atomic_add(gb_ptr + cols, tl.sum(g, axis=0), mask=v_mask)
-    if DOT_FP32:
-        g_dot = g
-    else:
-        g_dot = g.to(w_ptr.dtype.element_ty)
-    for h0 in range(0, H, BLOCK_H):
-        hk = h0 + tl.arange(0, BLOCK_H)
-        k_mask = hk < H
-        if NEED_H:
-            w = tl.load(w_ptr + cols[:, None] * stride_w + hk[None, :],
-                        mask=v_mask[:, None] & k_mask[None, :], other=0.0)
-            if DOT_FP32:
-                part_h = tl.dot(g_dot, w.to(tl.float32), input_precision="ieee")
-            else:
-                part_h = tl.dot(g_dot, w)
-            tl.atomic_add(gh_ptr + offs_n[:, None] * H + hk[None, :], part_h,
-                          mask=n_mask[:, None] & k_mask[None, :])
-        if NEED_W:
-            a = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :],
-                        mask=n_mask[:, None] & k_mask[None, :], other=0.0)
-            if DOT_FP32:
-                part_w = tl.dot(tl.trans(g_dot), a.to(tl.float32), input_precision="ieee")
-            else:
-                part_w = tl.dot(tl.trans(g_dot), a)
-            tl.atomic_add(gw_ptr + cols[:, None] * H + hk[None, :], part_w,
-                          mask=v_mask[:, None] & k_mask[None, :])
+# GPU tiles (BLOCK_N, BLOCK_V, BLOCK_H, num_warps) by how the products run: tensor cores
+# (bf16/fp16 operands, or fp32 with allow_tf32) or IEEE fp32 on FMA units, whose operands
+# live in registers (the 64 x 128 x 64 tile needed all 255 registers and spilled).
+_GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (64, 64, 32, 8)}
+_DEFAULT_CHUNK_BYTES = 256 << 20
 
 
 class LinearTritonConfig:
-    """Block sizes and vocabulary splits; None picks a default for the device."""
+    """Block sizes, vocabulary splits (forward) and the backward's chunk budget.
 
-    def __init__(self, block_n=None, block_v=None, block_h=None, splits=None, num_warps=None):
+    None picks the default for the device and dtype. chunk_bytes: the most bytes of the
+    backward's dL/dz buffer [N_valid, Vc] (default 256 MiB); the chunk width Vc is a
+    multiple of BLOCK_V, at least one tile.
+    """
+
+    def __init__(self, block_n=None, block_v=None, block_h=None, splits=None, num_warps=None,
+                 chunk_bytes=None):
         for name, val in (("block_n", block_n), ("block_v", block_v), ("block_h", block_h)):
             if val is not None and (val < 16 or val & (val - 1)):
                 raise ValueError(f"{name}: expected a power of two >= 16, got {val}")
         if splits is not None and splits < 1:
             raise ValueError(f"splits: expected >= 1, got {splits}")
+        if chunk_bytes is not None and (isinstance(chunk_bytes, bool)
+                                        or not isinstance(chunk_bytes, int) or chunk_bytes < 1):
+            raise ValueError(f"chunk_bytes: expected a positive int, got {chunk_bytes!r}")
         self.block_n, self.block_v, self.block_h = block_n, block_v, block_h
         self.splits, self.num_warps = splits, num_warps
+        self.chunk_bytes = chunk_bytes
 
-    def resolve(self, nv: int, v: int, h: int, device: torch.device):
-        gpu = device.type == "cuda"
-        bn = self.block_n or max(16, min(64, triton.next_power_of_2(max(nv, 1))))
-        bv = self.block_v or max(16, min(128 if gpu else 512, triton.next_power_of_2(v)))
-        bh = self.block_h or max(16, min(64 if gpu else 256, triton.next_power_of_2(h)))
+    def tiles(self, nv: int, v: int, h: int, device: torch.device,
+              dtype: torch.dtype = torch.bfloat16, tf32: bool = False):
+        """(BLOCK_N, BLOCK_V, BLOCK_H, num_warps) for `dtype` inputs on `device`."""
+        if device.type == "cuda":
+            kind = "ieee" if dtype == torch.float32 and not tf32 else "mma"
+            bn0, bv0, bh0, warps0 = _GPU_TILES[kind]
+        else:                           # the interpreter: big tiles, fewer Python steps
+            bn0, bv0, bh0, warps0 = 64, 512, 256, 4
+        bn = self.block_n or max(16, min(bn0, triton.next_power_of_2(max(nv, 1))))
+        bv = self.block_v or max(16, min(bv0, triton.next_power_of_2(v)))
+        bh = self.block_h or max(16, min(bh0, triton.next_power_of_2(h)))
+        return bn, bv, bh, self.num_warps or warps0
+
+    def resolve(self, nv: int, v: int, h: int, device: torch.device,
+                dtype: torch.dtype = torch.bfloat16, tf32: bool = False):
+        """Forward launch: (BLOCK_N, BLOCK_V, BLOCK_H, splits, v_per_split, num_warps)."""
+        bn, bv, bh, warps = self.tiles(nv, v, h, device, dtype, tf32)
         n_tiles = triton.cdiv(max(nv, 1), bn)
         v_tiles = triton.cdiv(v, bv)
         if self.splits is not None:
             splits = self.splits
-        elif gpu:
+        elif device.type == "cuda":
             sms = torch.cuda.get_device_properties(device).multi_processor_count
             splits = max(1, min(v_tiles, triton.cdiv(2 * sms, n_tiles)))
         else:
@@ -189,15 +138,28 @@ class LinearTritonConfig:
         splits = min(splits, v_tiles)
         v_per_split = triton.cdiv(v_tiles, splits) * bv
         splits = triton.cdiv(v, v_per_split)
-        return bn, bv, bh, splits, v_per_split, self.num_warps or (8 if gpu else 4)
+        return bn, bv, bh, splits, v_per_split, warps
+
+    def chunk_columns(self, nv: int, v: int, block_v: int, elem_bytes: int) -> int:
+        """Backward chunk width Vc: a multiple of block_v, at least one tile, at most V
+        rounded up to a tile, with nv * Vc * elem_bytes <= chunk_bytes where possible."""
+        budget = self.chunk_bytes or _DEFAULT_CHUNK_BYTES
+        tiles = max(1, budget // (max(nv, 1) * elem_bytes * block_v))
+        return min(tiles, triton.cdiv(v, block_v)) * block_v
 
 
 def _dot_fp32(dtype: torch.dtype) -> bool:
     return dtype == torch.float32 or triton_interpreting()
 
 
+def _tf32(dtype: torch.dtype, allow_tf32: bool) -> bool:
+    """TF32 products only for fp32 inputs, only when allowed, never in the interpreter."""
+    return bool(allow_tf32) and dtype == torch.float32 and not triton_interpreting()
+
+
 def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature: float,
-                                   need_entropy: bool, config: LinearTritonConfig):
+                                   need_entropy: bool, config: LinearTritonConfig,
+                                   allow_tf32: bool = False):
     """hidden [N, H], weight [V, H], bias [V]/None (unit last strides); rows, lab [NV] int64.
 
     Returns (logp [NV], entropy [NV] or None, m, logs, ent) over the compacted rows, fp32.
@@ -205,7 +167,8 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
     nv = rows.numel()
     v, h = weight.shape
     dev = hidden.device
-    bn, bv, bh, splits, v_per_split, warps = config.resolve(nv, v, h, dev)
+    tf32 = _tf32(hidden.dtype, allow_tf32)
+    bn, bv, bh, splits, v_per_split, warps = config.resolve(nv, v, h, dev, hidden.dtype, tf32)
     f32 = dict(dtype=torch.float32, device=dev)
     part_m = torch.empty(splits, nv, **f32)
     part_s = torch.empty(splits, nv, **f32)
@@ -218,8 +181,8 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
             bias if bias is not None else weight, rows, lab, part_m, part_s, part_t, xy,
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
-            DOT_FP32=_dot_fp32(hidden.dtype), BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
-            num_warps=warps)
+            DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
+            BLOCK_H=bh, num_warps=warps)
     # merge the splits: rescale each partial (m, s, t) to the common max M, then add
     m = part_m.amax(0)
     _, _, s_parts, t_parts = online_lse_rescale(part_m, part_s,
@@ -234,48 +197,17 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
     return logp, ent, m, logs, ent
 
 
-def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, ent, g_lp, g_ent,
-                                    temperature: float, need_h: bool, need_w: bool,
-                                    need_b: bool, config: LinearTritonConfig):
-    """(grad_hidden [N, H], grad_weight [V, H], grad_bias [V]), None where not needed."""
-    h = hidden.shape[1]
-    v = weight.shape[0]
-    nv = rows.numel()
-    dev = hidden.device
-    bn, bv, bh, _, _, warps = config.resolve(nv, v, h, dev)
-    f32 = dict(dtype=torch.float32, device=dev)
-    gh = torch.zeros(nv, h, **f32) if need_h else None
-    gw = torch.zeros(v, h, **f32) if need_w else None
-    gb = torch.zeros(v, **f32) if need_b else None
-    need_entropy = g_ent is not None
-    if nv and (need_h or need_w or need_b):
-        g_lp = g_lp.to(torch.float32).contiguous()
-        g_ent = g_ent.to(torch.float32).contiguous() if need_entropy else g_lp
-        grid = (triton.cdiv(nv, bn), triton.cdiv(v, bv))
-        dummy = m
-        _linear_bwd_kernel[grid](
-            hidden, hidden.stride(0), weight, weight.stride(0),
-            bias if bias is not None else weight, rows, lab, m, logs,
-            ent if need_entropy else m, g_lp, g_ent,
-            gh if need_h else dummy, gw if need_w else dummy, gb if need_b else dummy,
-            nv, v, h, float(temperature),
-            HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy, NEED_H=need_h,
-            NEED_W=need_w, NEED_B=need_b, DOT_FP32=_dot_fp32(hidden.dtype),
-            BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh, num_warps=warps)
-    return linear_grads(hidden, weight, bias, rows, gh, gw, gb)
-
-
 class LinearLogprobsTriton(torch.autograd.Function):
     """autograd.Function over (hidden [N, H], weight [V, H], bias [V] or None)."""
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                config):
+                config, allow_tf32):
         n = hidden.shape[0]
         rows = (labels != ignore_index).nonzero().squeeze(1)
         lab = labels.index_select(0, rows).contiguous()
         lp_v, ent_v, m, logs, ent = linear_logprobs_triton_forward(
-            hidden, weight, bias, rows, lab, temperature, need_entropy, config)
+            hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
         logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
         logp.index_copy_(0, rows, lp_v)
         entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
@@ -284,27 +216,31 @@ class LinearLogprobsTriton(torch.autograd.Function):
         else:
             ctx.mark_non_differentiable(entropy)
         ctx.save_for_backward(hidden, weight, bias, rows, lab, m, logs, ent)
-        ctx.args = (temperature, need_entropy, config)
+        ctx.args = (temperature, need_entropy, config, allow_tf32)
         return logp, entropy
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
         hidden, weight, bias, rows, lab, m, logs, ent = ctx.saved_tensors
-        temperature, need_entropy, config = ctx.args
+        temperature, need_entropy, config, allow_tf32 = ctx.args
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         g_lp_v = g_lp.index_select(0, rows)
         g_ent_v = g_ent.index_select(0, rows) if need_entropy else None
         gh, gw, gb = linear_logprobs_triton_backward(
             hidden, weight, bias, rows, lab, m, logs, ent, g_lp_v, g_ent_v, temperature,
-            need_h, need_w, need_b and bias is not None, config)
-        return gh, gw, gb, None, None, None, None, None
+            need_h, need_w, need_b and bias is not None, config,
+            _tf32(hidden.dtype, allow_tf32))
+        return gh, gw, gb, None, None, None, None, None, None
 
 
 def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
                            ignore_index=-100, return_entropy=False,
-                           config: LinearTritonConfig | None = None):
-    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N])."""
+                           config: LinearTritonConfig | None = None, allow_tf32: bool = False):
+    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
+
+    allow_tf32: fp32 inputs may use TF32 tensor-core products (forward and backward);
+    bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products."""
     for name, t in (("hidden", hidden), ("weight", weight), ("bias", bias)):
         if t is not None and t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(f"{name}: the triton backend takes float32/bfloat16/float16, got "
@@ -316,4 +252,86 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     labels = labels.to(torch.int64).contiguous()
     return LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
                                       int(ignore_index), bool(return_entropy),
-                                      config or LinearTritonConfig())
+                                      config or LinearTritonConfig(), bool(allow_tf32))
+
+
+# ---------------------------------------------------------------------------------------
+# Compile specs (sharpo_kernels/compiled): every variant the launchers above can pick at the
+# realistic shapes, with the tiles LinearTritonConfig chooses on a GPU for each dtype and
+# allow_tf32, and the backward's chunk width. Keep in step with the launchers: change a
+# launcher's arguments, change its spec here.
+# ---------------------------------------------------------------------------------------
+
+def compile_specs(arch: int):
+    """[KernelVariant] of _linear_fwd_kernel and the backward's _linear_dlogits_kernel
+    (linear_backward_triton.py) for sm_<arch>.
+
+    A "linear_bwd" variant is the whole backward: the d-logits kernel's binary, with the
+    traffic and tensor-core FLOPs of the kernel plus the cuBLAS products it feeds (grad_W,
+    grad_h: 2 N V H each), so that the throughput model bounds the backward, not the kernel
+    alone. Its atomics are 0: every gradient is written once (docs/gpu_kernels.md)."""
+    from ..compiled.variants import HIDDENS, N_TOKENS, VOCABS, KernelVariant
+    from .linear_backward_triton import _linear_dlogits_kernel
+    f32, i64 = torch.float32, torch.int64
+    cuda = torch.device("cuda")
+    out = []
+    nv = N_TOKENS
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        dn = str(dtype).split(".")[-1]
+        elt = dtype.itemsize
+        for tf32 in ((False, True) if dtype == f32 else (False,)):
+            tag = " tf32=1" if tf32 else ""
+            for v in VOCABS:
+                for h in HIDDENS:
+                    cfg = LinearTritonConfig(splits=1)  # splits shape the grid, not the binary
+                    bn, bv, bh, splits, v_per_split, warps = cfg.resolve(nv, v, h, cuda,
+                                                                         dtype, tf32)
+                    vc = cfg.chunk_columns(nv, v, bv, elt)
+                    chunks = triton.cdiv(v, vc)
+                    n_tiles = triton.cdiv(nv, bn)
+                    shape = f"{dn} N={nv} V={v} H={h}"
+                    common = dict(DOT_FP32=dtype == f32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
+                                  BLOCK_H=bh)
+                    for bias in (False, True):
+                        for ent in (False, True):
+                            out.append(KernelVariant(
+                                _linear_fwd_kernel,
+                                (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                 nv, v, h, v_per_split, 0.7),
+                                dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent),
+                                warps, 3, (n_tiles, splits),
+                                f"linear_fwd {shape} bias={bias:d} entropy={ent:d}{tag}",
+                                elements=nv * v, mma_flops=2 * nv * v * h,
+                                bytes=(v * h + nv * h) * elt,    # minimal: W and hidden once
+                                loop_trips=(triton.cdiv(v_per_split, bv),
+                                            triton.cdiv(v_per_split, bv) * triton.cdiv(h, bh)),
+                                mufu_per_element=1.0))
+                            for need_h, need_w, need_b in ((1, 1, 0), (1, 0, 0), (0, 1, 0),
+                                                           (1, 1, 1), (1, 0, 1), (0, 1, 1),
+                                                           (0, 0, 1)):
+                                if need_b and not bias:
+                                    continue
+                                # d-logits kernel: W, hidden read; dz written; bias partials
+                                # cuBLAS: dz read per product, hidden / W read, grad_W written
+                                # once, grad_h (fp32) read + written per chunk
+                                nbytes = ((v * h + nv * h) * elt + nv * v * elt
+                                          + 4 * n_tiles * v * need_b
+                                          + nv * v * elt * (need_h + need_w)
+                                          + need_w * (nv * h + v * h) * elt
+                                          + need_h * (v * h * elt + chunks * 2 * 4 * nv * h))
+                                out.append(KernelVariant(
+                                    _linear_dlogits_kernel,
+                                    (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                     f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7),
+                                    dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent,
+                                         NEED_B=bool(need_b)),
+                                    warps, 3, (n_tiles, triton.cdiv(min(v, vc), bv) * chunks),
+                                    f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
+                                    f"h={need_h} w={need_w} b={need_b}{tag}",
+                                    elements=nv * v,
+                                    mma_flops=2 * nv * v * h * (1 + need_h + need_w),
+                                    bytes=nbytes, atomics=0, mufu_per_element=1.0,
+                                    loop_trips=(triton.cdiv(h, bh),),
+                                    extra=dict(chunk_columns=vc, chunks=chunks,
+                                               cublas_flops=2 * nv * v * h * (need_h + need_w))))
+    return out

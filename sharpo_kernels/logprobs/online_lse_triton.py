@@ -1,8 +1,9 @@
-"""The online log-sum-exp step as a Triton function, used by both Triton log-prob kernels
-(token_triton.py, linear_triton.py). Its torch twin, for the cpu backend and the split
-merge, is online_lse.py: the same formulas, line for line.
+"""The online log-sum-exp step as a Triton function, used by the linear log-prob kernels
+(linear_triton.py; token_triton.py carries the same statistics per slot in base 2, see its
+docstring). Its torch twin, for the cpu backend and the split merge, is online_lse.py: the
+same formulas, line for line.
 
-Running statistics per row, over the vocabulary seen so far (token_triton.py):
+Running statistics per row, over the vocabulary seen so far:
 m = raw max, s = sum exp(d), t = sum exp(d) d with d = (x - m) / T. A new block with raw
 max `block_max` moves the reference to m' = max(m, block_max): with delta = (m' - m) / T,
 

@@ -108,3 +108,40 @@ def segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages
                                     mask_stride, out.stride(0), max(kmax, 1),
                                     HAS_MASK=has_mask, BLOCK=BLOCK)
     return out, gap, w, rho
+
+
+# ---------------------------------------------------------------------------------------
+# Compile specs (sharpo_kernels/compiled): the variants the launcher above can pick on a GPU
+# at realistic batch shapes (B rollouts of L response tokens), with its own block size.
+# ---------------------------------------------------------------------------------------
+
+def compile_specs(arch: int):
+    """[KernelVariant] of both kernels for sm_<arch>."""
+    from ..compiled.variants import KernelVariant
+    out = []
+    B, L, kmax = 64, 8192, 32
+    block = _block(L, torch.device("cuda"))
+    grid = (B, triton.cdiv(L, block))
+    for ldt in (torch.float32, torch.bfloat16, torch.float16):
+        dn = str(ldt).split(".")[-1]
+        for has_mask in (False, True):
+            mask_b = 1 if has_mask else 0
+            out.append(KernelVariant(
+                _segment_sums_kernel,
+                (ldt, ldt, torch.int64, torch.uint8 if has_mask else torch.int64,
+                 torch.uint8, torch.float32, torch.int32, L, L, L, L, L if has_mask else 0,
+                 kmax),
+                dict(HAS_MASK=has_mask, BLOCK=block), 4, 3, grid,
+                f"segment_sums {dn} B={B} L={L} mask={mask_b}",
+                elements=B * L, bytes=B * L * (2 * ldt.itemsize + 8 + mask_b),
+                atomics=2 * B * L))
+    for has_mask in (False, True):
+        mask_b = 1 if has_mask else 0
+        out.append(KernelVariant(
+            _segment_apply_kernel,
+            (torch.int64, torch.uint8 if has_mask else torch.int64, torch.float32,
+             torch.float32, torch.float32, L, L, L if has_mask else 0, L, kmax),
+            dict(HAS_MASK=has_mask, BLOCK=block), 4, 3, grid,
+            f"segment_apply B={B} L={L} mask={mask_b}",
+            elements=B * L, bytes=B * L * (8 + 4 + mask_b)))
+    return out

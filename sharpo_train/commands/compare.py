@@ -23,8 +23,9 @@ from ._run_dir_arg import add_run_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("compare", help="GRPO vs SHARPO from one warm start, over seeds",
-                              description=__doc__)
+    from .settings import add_settings_parser
+    p = add_settings_parser(subparsers, "compare", "GRPO vs SHARPO from one warm start, over seeds",
+                            __doc__)
     add_run_dir(p, "--out", help="the comparison's directory (default runs/compare-<time>)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated RL seeds (default 0,1,2)")
     p.add_argument("--methods", default="grpo,sharpo:0.2,sharpo:0.05",

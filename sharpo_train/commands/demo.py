@@ -25,8 +25,9 @@ from ._run_dir_arg import add_run_dir, resolve_run_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="games -> warm start -> SHARPO -> held-out eval, table, plot, credit report",
-                              description=__doc__)
+    from .settings import add_settings_parser
+    p = add_settings_parser(subparsers, "demo", "games -> warm start -> SHARPO -> held-out "
+                            "eval, table, plot, credit report", __doc__)
     add_run_dir(p, "--out", help="the demo's directory (default runs/demo-<time>)")
     p.add_argument("--quick", action="store_true", help="CI size: a few games and steps")
     add_print_config(p)

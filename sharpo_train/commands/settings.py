@@ -10,6 +10,7 @@ PREFIX keeps the keys that start with it (``sharpo settings estimator.``). `shar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 COMMANDS = ("train", "sft", "demo", "compare")
@@ -42,7 +43,7 @@ def env_rows() -> list:
             rng = "" if lo is None and hi is None else \
                 f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
             rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",
-                                   rng, f"{spec.label} (env.name={name}): {key}"))
+                                   rng, f"(env.name={name}) {spec.settings_help.get(key, '')}"))
     return rows
 
 
@@ -61,7 +62,11 @@ def setting_rows(command: str = "train") -> list:
     from ..envs.registry import recipe_envs
     from ..recipes.recipe_config import CompareConfig, DemoConfig, settings_class
     base = CompareConfig if command == "compare" else DemoConfig
-    rows = rows_of(base(), "demo.")
+    own = {f.name for f in dataclasses.fields(CompareConfig)} - \
+        {f.name for f in dataclasses.fields(DemoConfig)}
+    # CompareConfig's own fields are given as options (--seeds, --methods), not demo.<key>
+    rows = [r._replace(key=f"--{r.key[5:]}") if r.key[5:] in own else r
+            for r in rows_of(base(), "demo.")]
     seen = {r.key for r in rows}
     for env in recipe_envs():          # each environment's own demo.<key> settings
         for r in rows_of(settings_class(env, base)(), "demo."):
@@ -99,6 +104,9 @@ class SettingsHelp(argparse.Action):
         parser.print_help()
         print(f"\nsettings (key=value; `sharpo settings --command {self.command} [PREFIX]`):")
         print(rows_text(setting_rows(self.command)))
+        if self.command in ("demo", "compare"):
+            print("  sft.<key>: `sharpo settings --command sft`; trainer keys: `sharpo "
+                  "settings`")
         parser.exit()
 
 
@@ -127,3 +135,11 @@ def write_docs(path) -> None:
             a, b = text.index(begin), text.index(end) + len(end)
             text = text[:a] + docs_block(command) + text[b:]
     p.write_text(text, encoding="utf-8")
+
+
+def add_settings_parser(subparsers, command: str, help: str, description: str):
+    """The parser of a command that takes ``key=value`` settings: its ``-h/--help`` ends
+    with every setting of ``command`` (``SettingsHelp``)."""
+    p = subparsers.add_parser(command, help=help, description=description, add_help=False)
+    p.add_argument("-h", "--help", action=SettingsHelp, command=command)
+    return p

@@ -9,10 +9,9 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    from .settings import SettingsHelp
-    p = subparsers.add_parser("sft", help="supervised warm start on expert demonstrations",
-                              description=__doc__, add_help=False)
-    p.add_argument("-h", "--help", action=SettingsHelp, command="sft")
+    from .settings import add_settings_parser
+    p = add_settings_parser(subparsers, "sft", "supervised warm start on expert demonstrations",
+                            __doc__)
     p.add_argument("--demos", required=True, help="chat-format JSONL (sharpo alfworld demos)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (new, empty, "
                    "or an earlier sft output; docs/run_directory.md, 'Outputs')")

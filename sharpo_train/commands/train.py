@@ -24,10 +24,9 @@ from ._run_dir_arg import add_run_dir, resolve_run_dir
 
 
 def register(subparsers) -> None:
-    from .settings import SettingsHelp
-    p = subparsers.add_parser("train", help="train a policy with GRPO or SHARPO",
-                              description=__doc__, add_help=False)
-    p.add_argument("-h", "--help", action=SettingsHelp, command="train")
+    from .settings import add_settings_parser
+    p = add_settings_parser(subparsers, "train", "train a policy with GRPO or SHARPO",
+                            __doc__)
     p.add_argument("--config", default=None, help="YAML config (default: the embedded one)")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN (run_dir) from RUN/checkpoints/latest with RUN/config.yaml")

@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from ..checks import check_int
+
 
 @dataclass(frozen=True)
 class Task:
@@ -35,8 +37,7 @@ def balanced_tasks(tasks: Sequence, n: int, key: str = "eval") -> list:
     """``n`` of ``tasks`` (0 or n >= len: all of them, in their order) spread over families:
     each family's tasks are shuffled with a generator seeded by ``key``, then the families
     (sorted by name) take turns. Deterministic for the same (tasks, n, key)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"num_tasks: expected an int >= 0, got {n!r}")
+    check_int(n, "num_tasks", 0)
     tasks = list(tasks)
     if n == 0 or n >= len(tasks):
         return tasks

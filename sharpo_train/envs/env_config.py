@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..checks import check_int
 from ..errors import ConfigError, did_you_mean
 
 
-def check_env_config(env_config, known: set, env_name: str) -> dict:
-    """env_config must be a dict whose keys are all in ``known``; returns it."""
+def check_env_config(env_config, known: set, env_name: str, key: str = "env") -> dict:
+    """env_config (the ``env`` mapping, or a mapping inside it named by ``key``, e.g.
+    ``env.generate``) must be a dict whose keys are all in ``known``; returns it."""
     if not isinstance(env_config, dict):
-        raise TypeError(f"env_config: expected a dict, got {type(env_config).__name__}")
+        name = "env_config" if key == "env" else key
+        raise TypeError(f"{name}: expected a dict, got {type(env_config).__name__}")
     unknown = set(env_config) - known
     if unknown:
         hint = "".join(did_you_mean(k, known) for k in sorted(unknown))
-        raise ConfigError(f"env: unknown key(s) {sorted(unknown)}{hint} for {env_name}; known: "
-                         f"{sorted(known)}")
+        raise ConfigError(f"{key}: unknown key(s) {sorted(unknown)}{hint} for {env_name}; "
+                          f"known: {sorted(known)}")
     return env_config
 
 
@@ -24,6 +27,4 @@ def opt_int(cfg: dict, key: str, minimum: int = 0) -> Optional[int]:
     v = cfg.get(key)
     if v is None:
         return None
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ConfigError(f"env.{key}: expected an int >= {minimum}, got {v!r}")
-    return v
+    return check_int(v, f"env.{key}", minimum, error=ConfigError)

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .turn_prompt import TASK_LINE_PREFIX
 
 # env.<key> schema entry: (type,) or (type, lo, hi); hi None = unbounded; type may be
-# Optional[...] (config.coerce reads it). Checked by config.check_env.
+# Optional[...] (settings/loader.py coerce reads it). Checked by loops/train_config.py check_env.
 Schema = Mapping[str, tuple]
 
 
@@ -116,6 +116,9 @@ class EnvSpec:
     settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
     nested_settings: Mapping[str, Schema] = field(default_factory=dict)
                                             # env.<key>.<sub> of mapping-valued keys
+    settings_help: Mapping[str, str] = field(default_factory=dict)
+                                            # env.<key> -> one line: what it sets and its
+                                            # default (`sharpo settings env.`)
     families: Sequence[str] = ()            # task families, in report table order
     label: str = ""                         # display name in reports ("" -> name)
     family_word: str = "task family"        # what a family is in report text
@@ -145,7 +148,7 @@ class EnvSpec:
                                             # (e.g. {"rollout.max_turns": 10}): what a run
                                             # of this env gets unless the user or a settings
                                             # file written for it sets the key
-                                            # (config.env_defaults)
+                                            # (train_config.env_defaults)
     recipe: Optional[str] = None            # "module:attr" -> RecipeSpec (demo/compare)
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
     command: Optional[str] = None           # "module:attr" -> register(subparsers): the
@@ -158,6 +161,10 @@ class EnvSpec:
             if key not in self.settings:
                 raise ValueError(f"EnvSpec {self.name!r}: reward setting {key!r} is not in "
                                  "its settings")
+        unknown = sorted(set(self.settings_help) - set(self.settings))
+        if unknown:
+            raise ValueError(f"EnvSpec {self.name!r}: settings_help names keys not in its "
+                             f"settings: {unknown}")
         for fn in ("render_turn_prompt", "parse_action", "render_hint"):
             if not callable(getattr(self.prompts, fn, None)):
                 raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")

@@ -26,19 +26,26 @@ from typing import Optional, Sequence
 
 import sys
 
-from ..errors import ConfigError
-from .env_config import check_env_config
+from .env_config import check_env_config, opt_int
 from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
 
-# env.<key> -> (type, lo, hi) of each environment here (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi) of each environment here (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
     "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000), "seed": (int, 0, None)}
 SIGNS_SETTINGS: dict[str, tuple] = {
     "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
     "num_signs": (int, 1, 100), "seed": (int, 0, None)}
+SETTINGS_HELP = {"num_train": "training tasks (default 16)", "num_eval": "held-out tasks (default 4)",
+                 "max_steps": "step limit per episode (default 6)",
+                 "max_distance": "largest distance to the target (default 2)",
+                 "seed": "seed of the task draw (default 0)"}
+SIGNS_SETTINGS_HELP = {"num_train": "training tasks (default 16)",
+                       "num_eval": "held-out tasks (default 8)",
+                       "num_signs": "signs per task, one turn each (default 3)",
+                       "seed": "seed of the task draw (default 0)"}
 _KNOWN = set(SETTINGS)
 ACTIONS = ["increase", "decrease"]
 
@@ -99,22 +106,17 @@ def make_tasks(n: int, seed: int, max_distance: int, prefix: str) -> list[Task]:
 
 
 def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
-    """env_config[key] (``default`` when absent): an int >= lo, else a ValueError naming it."""
-    v = env_config.get(key, default)
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise ConfigError(f"env.{key}: expected an int >= {lo}, got {v!r}")
-    return v
+    """env_config[key] (``default`` when absent or null): an int >= lo (env_config.opt_int)."""
+    v = opt_int(env_config, key, lo)
+    return default if v is None else v
 
 
 def make_suite(env_config: dict) -> EnvSuite:
-    check_env_config(env_config, _KNOWN, "synthetic")
-    def get_int(key, default, lo):
-        return _env_int(env_config, key, default, lo)
-    max_steps = get_int("max_steps", 6, 1)
-    dist = get_int("max_distance", 2, 1)
-    seed = get_int("seed", 0, 0)
-    train = make_tasks(get_int("num_train", 16, 1), seed, dist, "train")
-    evals = make_tasks(get_int("num_eval", 4, 0), seed + 1, dist, "eval")
+    cfg = check_env_config(env_config, _KNOWN, "synthetic")
+    max_steps, dist = _env_int(cfg, "max_steps", 6, 1), _env_int(cfg, "max_distance", 2, 1)
+    seed = _env_int(cfg, "seed", 0, 0)
+    train = make_tasks(_env_int(cfg, "num_train", 16, 1), seed, dist, "train")
+    evals = make_tasks(_env_int(cfg, "num_eval", 4, 0), seed + 1, dist, "eval")
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(lambda: CounterEnv(max_steps)),
                     ["Up", "Down"])
 
@@ -162,23 +164,21 @@ def make_sign_tasks(n: int, seed: int, num_signs: int, prefix: str) -> list[Task
 
 
 def make_signs_suite(env_config: dict) -> EnvSuite:
-    check_env_config(env_config, _SIGNS_KNOWN, "signs")
-
-    def get_int(key, default, lo):
-        return _env_int(env_config, key, default, lo)
-    k = get_int("num_signs", 3, 1)
-    seed = get_int("seed", 0, 0)
-    train = make_sign_tasks(get_int("num_train", 16, 1), seed, k, "train")
-    evals = make_sign_tasks(get_int("num_eval", 8, 0), seed + 1, k, "eval")
+    cfg = check_env_config(env_config, _SIGNS_KNOWN, "signs")
+    k, seed = _env_int(cfg, "num_signs", 3, 1), _env_int(cfg, "seed", 0, 0)
+    train = make_sign_tasks(_env_int(cfg, "num_train", 16, 1), seed, k, "train")
+    evals = make_sign_tasks(_env_int(cfg, "num_eval", 8, 0), seed + 1, k, "eval")
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(SignsEnv), ["Signs"])
 
 
 # this module is both environments' prompts (render_turn_prompt above; parse_action and
 # render_hint shared)
 ENV_SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
-               settings=SETTINGS, families=("Up", "Down"), label="Counter (synthetic)")
+                   settings=SETTINGS, settings_help=SETTINGS_HELP, families=("Up", "Down"),
+                   label="Counter (synthetic)")
 SIGNS_SPEC = EnvSpec(name="signs", make_suite=make_signs_suite, prompts=sys.modules[__name__],
-                     settings=SIGNS_SETTINGS, families=("Signs",), label="Signs (synthetic)")
+                     settings=SIGNS_SETTINGS, settings_help=SIGNS_SETTINGS_HELP,
+                     families=("Signs",), label="Signs (synthetic)")
 
 __all__ = ["CounterEnv", "SignsEnv", "make_suite", "make_signs_suite", "make_tasks",
            "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "ENV_SPEC",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..checks import check_int
 from ..hint import HINT_DEFAULTS, HintStep, one_line, render_steps
 from ..tags import tag_spans
 
@@ -31,8 +32,7 @@ def history_lines(history: Sequence[tuple[str, str]], history_length: int) -> li
     history: every earlier turn of the episode as (observation the agent saw, action it
     took), oldest first; only the last ``history_length`` (an int >= 0) are shown, but the
     step count covers all of them."""
-    if not isinstance(history_length, int) or isinstance(history_length, bool) or history_length < 0:
-        raise ValueError(f"history_length: expected an int >= 0, got {history_length!r}")
+    check_int(history_length, "history_length", 0)
     history = list(history)
     for i, pair in enumerate(history):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import is_int
 from ..step.batch import StepBatch
 
 
@@ -35,7 +36,7 @@ def batch_step(batch: StepBatch, method: str) -> int:
     """The training step of ``batch`` (``batch.step``, set by the trainer), for methods
     with a schedule; a ValueError naming it when absent."""
     step = batch.step
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+    if not is_int(step) or step < 0:
         raise ValueError(f"{method}: batch.step (the training step, an int >= 0) is "
                          f"required, got {step!r}")
     return step

@@ -35,6 +35,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
+from sharpo_train.checks import check_int, is_int
 from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, sharpo_step_stats, successful_peers
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
@@ -197,10 +198,10 @@ def sharpo_settings(algorithm, max_prompt_length: int, extra: Optional[dict] = N
     for key in (*COEFFICIENT_NAMES, "success_threshold"):
         cfg[key] = float(cfg[key])
     v = cfg["max_teacher_prompt_length"]
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-        raise ValueError(f"algorithm.sharpo.max_teacher_prompt_length: expected a positive integer, got {v!r}")
+    if v is not None:
+        check_int(v, "algorithm.sharpo.max_teacher_prompt_length", 1)
     if cfg["max_teacher_prompt_length"] is None:
-        if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int):
+        if not is_int(max_prompt_length):
             raise ValueError(f"data.max_prompt_length: expected an int (the teacher prompt's default length "
                              f"builds on it), got {max_prompt_length!r}; or set "
                              "algorithm.sharpo.max_teacher_prompt_length")

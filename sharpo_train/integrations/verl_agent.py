@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage
+from sharpo_train.checks import check_int
 from sharpo_train.envs.turn_prompt import parse_action
 from sharpo_train.hint import HINT_DEFAULTS, render_lines
 from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages, sharpo_settings
@@ -96,8 +97,7 @@ def agent_settings(config) -> dict[str, Any]:
     if cfg["base"] not in BASES:
         raise ValueError(f"algorithm.sharpo.base: expected one of {list(BASES)}, got {cfg['base']!r}")
     v = cfg["max_observation_chars"]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"algorithm.sharpo.max_observation_chars: expected an int >= 0, got {v!r}")
+    check_int(v, "algorithm.sharpo.max_observation_chars", 0)
     return cfg
 
 

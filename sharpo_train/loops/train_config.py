@@ -1,6 +1,8 @@
-"""The trainer's settings (`sharpo train`, RUN/config.yaml): the ``Config`` dataclass and
-its sections, their validation, ``load_config`` / ``save_config`` and what a resume may
-change. Read by the one settings engine (loader.py: YAML with ``base:`` inheritance,
+"""The trainer's settings (`sharpo train`, RUN/config.yaml), beside the trainer (as
+``SFTConfig`` is beside its loop in sft.py): the ``Config`` dataclass and its sections,
+every field with its one-line help (``setting(default, help)``; `sharpo settings`), their
+validation and ``load_config`` / ``save_config``; what a resume may change: resume.py.
+Read by the one settings engine (settings/loader.py: YAML with ``base:`` inheritance,
 ``key=value`` overrides, typed merge, range checks).
 
 ``load_config(path_or_None, overrides)``: ``None`` -> the embedded default
@@ -51,7 +53,7 @@ MAX_GROUP_SIZE = 1024
 _DEVICE_RE = re.compile(r"(auto|cpu|cuda|cuda:\d+)\Z")
 DTYPES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")   # models/tiny.py TORCH_DTYPES
 # transformers' attention implementations (one that is not installed, e.g. flash-attn, is
-# refused when the model is built: model.build_policy)
+# refused when the model is built: models/policy.py build_policy)
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3",
                         "flex_attention")
 
@@ -269,9 +271,7 @@ class LogConfig:
     credit_every: int = setting(1, "write RUN/credit/step_S.json every N steps (0: never)")
     report_to: str = setting("none", "trackers (TRL's report_to): none, or a comma list of "
                              "tensorboard, wandb, trackio; each must be installed "
-                             "(runs/metrics.py)")
-    tensorboard: bool = setting(True, "TensorBoard events too when tensorboard is importable "
-                                "(best effort; report_to=tensorboard requires it)")
+                             "(runs/metrics.py)", aliases=("tensorboard",))
     progress: bool = setting(True, "a progress line per step on stderr")
     credit_quality: bool = setting(False, "planner labels + credit AUC per step (environments "
                                    "that label actions; costs labeller calls, "
@@ -406,10 +406,6 @@ class Config:
 
 
 # ---------------------------------------------------------------------------- train loading
-
-def validate(cfg: Config) -> Config:
-    return validate_settings(cfg)
-
 
 def config_from_dict(data: dict) -> Config:
     return load_settings(Config, None, copy.deepcopy(data or {}))

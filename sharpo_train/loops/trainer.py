@@ -140,7 +140,8 @@ class Trainer:
                              f"(resume=true) to continue it or choose another run_dir")
         if cfg.resume and (self.run_dir / "config.yaml").is_file():
             # never rewrite config.yaml with other run-defining values (docs/run_directory.md)
-            check_resume(load_settings(Config, self.run_dir / "config.yaml"), cfg)
+            saved = self.run_dir / "config.yaml"
+            check_resume(load_settings(Config, saved), cfg, str(saved))
         self.device = resolve_device(cfg.model.device)
         self.step_done = 0
         found = load_checkpoint(self.run_dir, self._load_checkpoint) if cfg.resume else None
@@ -456,7 +457,7 @@ class Trainer:
         try:
             self.lock.acquire()          # no-op unless a previous run() released it
             logger = MetricsLogger(self.run_dir, cfg.total_steps, self.step_done,
-                                   tensorboard=cfg.log.tensorboard, progress=cfg.log.progress,
+                                   progress=cfg.log.progress,
                                    report_to=self.report_to, config=cfg.to_dict())
             if cfg.eval.before_train and self.step_done == 0 and not _eval_on_record(
                     self.run_dir, 0):
@@ -512,8 +513,6 @@ class Trainer:
 def train(config: Config) -> Path:
     """Run (or, with ``config.resume``, continue) training; returns the run directory.
     A resume may not change what the run is: RUN/config.yaml is never rewritten with other
-    run-defining values (loops/resume.py check_resume; docs/run_directory.md)."""
-    saved = Path(config.run_dir) / "config.yaml"
-    if config.resume and saved.is_file():
-        check_resume(load_settings(Config, saved), config, str(saved))
+    run-defining values (loops/resume.py check_resume, in ``Trainer._setup`` under the run's
+    lock; docs/run_directory.md)."""
     return Trainer(config).run()

@@ -84,10 +84,6 @@ class PhaseLog:
         return result
 
 
-def run_phase(log: PhaseLog, name: str, fn: Callable[[], object], echo=print):
-    return log.run(name, fn, echo)
-
-
 # ------------------------------------------------------------------ the phases
 
 def sft(demos_path: Path, sft_dir: Path, cfg) -> dict:

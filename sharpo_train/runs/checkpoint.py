@@ -29,6 +29,7 @@ from typing import Callable, Optional, TypeVar
 
 import torch
 
+from ..checks import is_int
 from ..errors import UsageError
 from ..io import atomic_write_text, loads_json
 from .run_files import run_subdir
@@ -209,8 +210,7 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
         return f"{path}: resolves outside the run directory {run_dir} (refused)"
     state_file = path / STATE_FILE
     if not state_file.is_file():
-        legacy = " (an older sharpo's state.pt is never unpickled)" if (path / "state.pt").exists() else ""
-        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}{legacy}"
+        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}"
     try:
         doc = _read_state(state_file)
     except CheckpointError as exc:
@@ -262,10 +262,6 @@ def _read_state(state_file: Path) -> dict:
         raise CheckpointError(str(exc)) from None
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
@@ -275,14 +271,14 @@ def _state_problem(doc: dict, state_file: Path, dir_step: Optional[int],
     """What is wrong with the fields of a state.json (an edited or foreign file), naming
     the field; None when it has every field resume reads, of the right type."""
     step = doc.get("step")
-    if not _is_int(step) or step < 0:
+    if not is_int(step) or step < 0:
         return f"{state_file}: step is {step!r}, not a step number"
     if dir_step is not None and step != dir_step:
         return f"{state_file}: step {step} in the checkpoint of step {dir_step}"
     trainer = doc.get("trainer")
-    if not isinstance(trainer, dict) or trainer.get("step") != step or not _is_int(trainer.get("step")):
+    if not isinstance(trainer, dict) or trainer.get("step") != step or not is_int(trainer.get("step")):
         return f"{state_file}: trainer.step must be {step} (got {trainer!r:.80})"
-    if "seed" in trainer and not _is_int(trainer["seed"]):
+    if "seed" in trainer and not is_int(trainer["seed"]):
         return f"{state_file}: trainer.seed is {trainer['seed']!r:.40}, not an integer"
     if not isinstance(doc.get("scheduler"), dict):
         return f"{state_file}: scheduler is not a JSON object"
@@ -292,7 +288,7 @@ def _state_problem(doc: dict, state_file: Path, dir_step: Optional[int],
         return f"{state_file}: optimizer must hold a state object and a param_groups list"
     for k, group in enumerate(opt["param_groups"]):
         if not isinstance(group, dict) or not isinstance(group.get("params"), list) \
-                or not all(_is_int(i) for i in group["params"]):
+                or not all(is_int(i) for i in group["params"]):
             return f"{state_file}: optimizer.param_groups[{k}] is not a param group"
         for name in ("lr", "weight_decay", "eps"):
             if name in group and not _is_number(group[name]):
@@ -401,7 +397,7 @@ def _same_kind(want, got) -> bool:
     if want is None or isinstance(want, bool) or isinstance(want, str):
         return type(got) is type(want) if want is not None else got is None
     if isinstance(want, (int, float)):
-        return _is_number(got) and (isinstance(want, float) or _is_int(got))
+        return _is_number(got) and (isinstance(want, float) or is_int(got))
     if isinstance(want, (list, tuple)):
         return isinstance(got, (list, tuple)) and len(got) == len(want) and \
             all(_same_kind(w, g) for w, g in zip(want, got))

@@ -1,7 +1,6 @@
 """Step metrics: RUN/metrics.jsonl (one JSON line per step, flushed and fsynced), the
 trackers of ``log.report_to`` (TRL's setting: ``none`` or a comma list of tensorboard,
-wandb, trackio), TensorBoard event files under ``log.tensorboard`` when the package is
-importable, and a tqdm progress bar.
+wandb, trackio; ``tensorboard``: RUN/tensorboard/ event files) and a tqdm progress bar.
 
 Every tracker gets the numbers of each metrics line (``kind`` train or eval; a key without
 a ``/`` gets the ``train/`` or ``eval/`` prefix, as in TensorBoard) at the line's ``step``.
@@ -92,11 +91,10 @@ class _Tracker:
 
 class MetricsLogger:
     def __init__(self, run_dir: str | Path, total_steps: int, start_step: int = 0,
-                 tensorboard: bool = True, progress: bool = True,
-                 report_to: Sequence[str] = (), config: Optional[dict] = None):
-        """``report_to``: tracker names (``parse_report_to``), each required; ``tensorboard``:
-        TensorBoard too when the package is importable; ``config``: the run's settings,
-        given to wandb / trackio."""
+                 progress: bool = True, report_to: Sequence[str] = (),
+                 config: Optional[dict] = None):
+        """``report_to``: tracker names (``parse_report_to``), each required; ``config``:
+        the run's settings, given to wandb / trackio."""
         self.path = Path(run_dir) / "metrics.jsonl"
         self._bar = None
         self._trackers = []
@@ -105,13 +103,6 @@ class MetricsLogger:
             for name in report_to:
                 self._trackers.append(_TensorBoard(Path(run_dir), config) if name == "tensorboard"
                                       else _Tracker(REPORT_BACKENDS[name][0], Path(run_dir), config))
-            if tensorboard and "tensorboard" not in report_to and installed("tensorboard"):
-                try:           # the log.tensorboard switch: best effort, as it always was
-                    self._trackers.append(_TensorBoard(Path(run_dir), config))
-                except UsageError:          # RUN/tensorboard is a link: refused
-                    raise
-                except Exception:
-                    pass
         except BaseException:
             self.close()
             raise

@@ -371,7 +371,7 @@ def test_non_finite_rewards_are_refused(policy, key, row):
     ({"lam": 1.5}, r"algorithm\.sharpo\.lam: must lie in \[0, 1\]"),
     ({"alpha": "x"}, r"algorithm\.sharpo\.alpha"),
     ({"max_hint_tokens": 0}, r"algorithm\.sharpo\.max_hint_tokens: expected >= 8"),
-    ({"max_teacher_prompt_length": "x"}, r"algorithm\.sharpo\.max_teacher_prompt_length: expected a positive"),
+    ({"max_teacher_prompt_length": "x"}, r"algorithm\.sharpo\.max_teacher_prompt_length: expected an int >= 1"),
     ({"success_threshold": None}, r"algorithm\.sharpo\.success_threshold"),
     ({"hint_template": "no slot"}, r"algorithm\.sharpo\.hint_template"),
 ])

@@ -104,3 +104,110 @@ def test_available_backends_names_a_bad_op():
         available_backends("softmax")
     with pytest.raises(TypeError, match=r"^op: "):
         available_backends(1)
+
+
+# --- the automatic choice on a GPU the native module has no code for (issue 35 item 4) ---
+# Faked on CPU: a stand-in `_sharpo_native` (its compiled architecture list and runtime probe)
+# and a stand-in device capability.
+
+import logging
+import types
+
+CUDA0 = torch.device("cuda", 0)
+SEG = _backend.OP_BACKENDS["segment_advantage"]
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """fake_gpu(capability, archs, probe=None): a CUDA device of that compute capability and
+    a native module built for `archs` (cuda_archs() string); probe(device) -> cudaError."""
+    if not _backend.triton_available():
+        pytest.skip("triton not installed")
+
+    def make(capability, archs, probe=None):
+        calls = []
+        mod = types.SimpleNamespace(has_cuda=lambda: True, cuda_archs=lambda: archs)
+        if probe is not None:
+            def status(device):
+                calls.append(device)
+                return probe(device)
+            mod.cuda_kernel_image_status = status
+        monkeypatch.setattr(_backend, "_native", mod)
+        monkeypatch.setattr(_backend, "_cuda_code", {}, raising=False)
+        monkeypatch.setattr(_backend, "_logged_choices", set(), raising=False)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None: capability)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        return calls
+    return make
+
+
+def test_auto_falls_back_when_the_module_has_no_code_for_the_gpu(fake_gpu, caplog):
+    """An A100 (sm_80) and a module built for sm_90 only (main's old default): the automatic
+    choice is triton, not cuda (main picked cuda: a kernel-image error at the first launch),
+    and it says so once, naming the architectures."""
+    fake_gpu((8, 0), "90")
+    with caplog.at_level(logging.INFO, logger="sharpo_kernels"):
+        assert _backend.resolve_backend(None, CUDA0, SEG) == "triton"
+        assert _backend.resolve_backend(None, torch.device("cuda"), SEG) == "triton"
+    lines = [r for r in caplog.records if r.name == "sharpo_kernels"]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING, lines
+    msg = lines[0].getMessage()
+    assert "segment_advantage" in msg and "'triton'" in msg and "sm_90 SASS" in msg, msg
+    assert "sm_80" in msg
+
+
+def test_auto_falls_back_to_torch_without_triton(fake_gpu, monkeypatch):
+    fake_gpu((8, 6), "90")
+    monkeypatch.setattr(_backend, "triton_available", lambda: False)
+    assert _backend.resolve_backend(None, CUDA0, SEG) == "torch"
+
+
+def test_explicit_cuda_without_code_names_backend_and_archs(fake_gpu):
+    fake_gpu((8, 0), "90-real")
+    with pytest.raises(ValueError, match=r"^backend: 'cuda' is not available here") as exc:
+        _backend.resolve_backend("cuda", CUDA0, SEG)
+    assert "sm_90 SASS" in str(exc.value) and "sm_80" in str(exc.value)
+    assert "SHARPO_CUDA_ARCHS" in str(exc.value)
+
+
+@pytest.mark.parametrize("capability,archs,want", [
+    ((8, 0), "80-real,86-real,89-real,90", "cuda"),     # the default build: A100
+    ((8, 6), "80-real,86-real,89-real,90", "cuda"),     # RTX 30xx / A10 / A40
+    ((8, 7), "80-real,86-real,89-real,90", "cuda"),     # sm_86 SASS runs on 8.7
+    ((8, 9), "80-real,86-real,89-real,90", "cuda"),     # L4 / L40S / RTX 40xx
+    ((9, 0), "80-real,86-real,89-real,90", "cuda"),     # H100 / H200
+    ((10, 0), "80-real,86-real,89-real,90", "cuda"),    # newer: the compute_90 PTX
+    ((12, 0), "80-real,86-real,89-real,90-real", "triton"),   # no PTX: nothing runs
+    ((7, 5), "80-real,86-real,89-real,90", "triton"),   # older than every target
+    ((8, 6), "80", "cuda"),                             # sm_80 SASS runs on 8.6
+    ((9, 0), "90a-real", "cuda"),                       # arch-specific: that GPU only
+    ((10, 0), "90a-real", "triton"),
+])
+def test_auto_choice_follows_the_compiled_architectures(fake_gpu, capability, archs, want):
+    fake_gpu(capability, archs)
+    assert _backend.resolve_backend(None, CUDA0, SEG) == want
+
+
+def test_the_runtime_probe_decides_and_runs_once_per_device(fake_gpu):
+    """The compiled list says yes, the CUDA runtime says no (e.g. a driver too old to JIT
+    the PTX): fallback. A list that is not explicit ("all", "native") defers to the probe.
+    Each device is checked once."""
+    calls = fake_gpu((10, 0), "80-real,90", probe=lambda d: 209)
+    for _ in range(3):
+        assert _backend.resolve_backend(None, CUDA0, SEG) == "triton"
+    assert calls == [0]
+    ok, why = _backend.native_cuda_code_for(CUDA0)
+    assert not ok and "cudaError 209" in why
+    calls = fake_gpu((8, 9), "native", probe=lambda d: 0)
+    assert _backend.resolve_backend(None, CUDA0, SEG) == "cuda" and calls == [0]
+    fake_gpu((8, 9), "native")                        # no list, no probe: refuse to guess
+    assert _backend.resolve_backend(None, CUDA0, SEG) == "triton"
+
+
+def test_parse_and_describe_cuda_archs():
+    archs = _backend.parse_cuda_archs("80-real;86-real;89-real;90")
+    assert archs == [(80, True, False), (86, True, False), (89, True, False), (90, True, True)]
+    assert (_backend.describe_cuda_archs(archs, "")
+            == "sm_80, sm_86, sm_89, sm_90 SASS + compute_90 PTX")
+    assert _backend.parse_cuda_archs("90-virtual") == [(90, False, True)]
+    assert _backend.parse_cuda_archs("all") is None and _backend.parse_cuda_archs("") is None

@@ -1,8 +1,11 @@
 """The native build (CMakeLists.txt, setup.py, csrc/): the module is importable, the CUDA
 sources compile with the machine's nvcc for sm_90 (so a syntax or type error fails CI even
-without a GPU), and a configure without nvcc skips CUDA with one clear line."""
+without a GPU), the installed module holds code for every GPU generation of the default
+architecture list (cuobjdump), and a configure without nvcc skips CUDA with one clear line."""
 import glob
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +15,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NVCC = shutil.which("nvcc")
+
+
+def _cuobjdump():
+    """cuobjdump from the CUDA toolkit, else the copy triton ships; None when neither."""
+    exe = shutil.which("cuobjdump")
+    if exe is None and NVCC is not None:
+        cand = Path(NVCC).resolve().parent / "cuobjdump"
+        exe = str(cand) if cand.exists() else None
+    if exe is None and importlib.util.find_spec("triton") is not None:
+        cand = Path(importlib.util.find_spec("triton").origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        exe = str(cand) if cand.exists() else None
+    return exe
+
+
+def _setup_default_archs():
+    text = (ROOT / "setup.py").read_text()
+    return re.search(r'^DEFAULT_CUDA_ARCHS = "([^"]+)"', text, re.M).group(1)
 
 
 def test_native_module_is_built():
@@ -68,3 +88,39 @@ def test_configure_with_cuda_disabled(tmp_path):
     proc = _configure(tmp_path, "-DSHARPO_DISABLE_CUDA=ON")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("sharpo: SHARPO_DISABLE_CUDA is set, CUDA kernels skipped") == 1
+
+
+def test_default_cuda_architectures_agree():
+    """setup.py passes its default explicitly (a reused build tree keeps no stale value);
+    CMakeLists.txt has the same default for direct cmake builds: SASS for sm_80, 86, 89,
+    90 and compute_90 PTX (NN-real = SASS only, NN = SASS + PTX)."""
+    default = _setup_default_archs()
+    assert default == "80-real;86-real;89-real;90"
+    cmake = (ROOT / "CMakeLists.txt").read_text()
+    assert f'set(CMAKE_CUDA_ARCHITECTURES "{default}")' in cmake
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found: the native module has no CUDA code")
+def test_native_module_holds_code_for_every_gpu():
+    """The installed `_sharpo_native` (pip install . with nvcc present) lists SASS for sm_80,
+    sm_86, sm_89, sm_90 and compute_90 PTX, and says so through cuda_archs() (what the
+    automatic backend choice reads, sharpo_kernels/_backend.py)."""
+    import _sharpo_native as native
+    if not native.has_cuda():
+        pytest.skip("the installed _sharpo_native was built without CUDA "
+                    "(SHARPO_DISABLE_CUDA=1, or nvcc was not found at install time)")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found (CUDA toolkit bin/ or triton's backends/nvidia/bin)")
+    assert hasattr(native, "cuda_archs"), "stale build: reinstall (pip install .)"
+    so = native.__file__
+    elf = subprocess.run([tool, "--list-elf", so], capture_output=True, text=True, timeout=60)
+    ptx = subprocess.run([tool, "--list-ptx", so], capture_output=True, text=True, timeout=60)
+    elf_archs = sorted(set(re.findall(r"\.(sm_\d+[af]?)\.cubin", elf.stdout)))
+    ptx_archs = sorted(set(re.findall(r"\.(sm_\d+[af]?)\.ptx", ptx.stdout)))
+    built = native.cuda_archs().replace(",", ";")
+    if os.environ.get("SHARPO_CUDA_ARCHS") is None:
+        assert built == _setup_default_archs()
+    if built == _setup_default_archs():
+        assert elf_archs == ["sm_80", "sm_86", "sm_89", "sm_90"], elf.stdout + elf.stderr
+        assert ptx_archs == ["sm_90"], ptx.stdout + ptx.stderr

@@ -353,6 +353,8 @@ def _args(**over):
     (_args(weight=torch.randn(9, 6, device="meta")), ValueError, "^weight:"),
     (_args(backend="fast"), ValueError, "backend"),
     (_args(backend=3), TypeError, "backend"),
+    (_args(allow_tf32=1), TypeError, "^allow_tf32:"),
+    (_args(allow_tf32="yes"), TypeError, "^allow_tf32:"),
 ])
 def test_bad_input(kwargs, exc, name):
     hidden, weight, labels = kwargs.pop("hidden"), kwargs.pop("weight"), kwargs.pop("labels")

@@ -61,3 +61,26 @@ def test_check_kernels_on_interpreter(gpu):
     assert not bad, bad
     assert all(math.isfinite(c.err) for c in checks)
     assert gpu.Check("x", 2.0, 1.0).ok is False
+
+
+def test_compiled_bound_columns(gpu):
+    """The compiled bound is looked up by shape, scaled in N, summed fwd + bwd; shown in
+    the table; the H200/A100 models are used for those devices."""
+    from sharpo_kernels.compiled.model import A100, H200, Bound
+    fwd = Bound(0.1e-3, 0.2e-3, 0.5e-3, 0.0, 8.0, 128, 8.0)
+    bwd = Bound(0.3e-3, 0.2e-3, 1.0e-3, 0.0, 7.0, 112, 7.0)
+    bounds = {"token_fwd bfloat16 N=8192 V=151936 entropy=0": fwd,
+              "token_bwd bfloat16 N=8192 V=151936 entropy=0": bwd}
+    ms, by = gpu.bound_for("token", 2048, 151936, None, False, bounds)
+    assert ms == pytest.approx(0.5 / 4) and by == "memory"
+    ms, by = gpu.bound_for("token", 8192, 151936, None, True, bounds)
+    assert ms == pytest.approx(1.5) and by == "memory+memory"
+    assert math.isnan(gpu.bound_for("token", 8192, 32000, None, False, bounds)[0])
+    assert math.isnan(gpu.bound_for("linear", 8192, 151936, 896, False, bounds)[0])
+    row = gpu.Row("s", "a", ms=2.0, bound_ms=1.25, bound_by="memory")
+    assert "| 1.250 (memory) |" in gpu.fmt_table([row], None)
+    assert gpu.model_device("NVIDIA H200", 90, 132, 1.98, None) is H200
+    assert gpu.model_device("NVIDIA A100-SXM4-80GB", 80, 108, 1.41, None) is A100
+    assert gpu.model_device("Other GPU", 89, 100, 2.0, None) is None
+    other = gpu.model_device("Other GPU", 89, 100, 2.0, (1000.0, 200.0, 50.0))
+    assert other.hbm_gbs == 900.0 and other.arch == 89

@@ -78,3 +78,112 @@ def test_config_validation():
         LinearTritonConfig(block_v=24)
     with pytest.raises(ValueError, match="splits"):
         LinearTritonConfig(splits=0)
+
+
+# --- the backward in vocabulary chunks (linear_backward_triton.py) ---
+
+def _chunked_case(seed, dtype=torch.float32, with_bias=True):
+    gen = torch.Generator().manual_seed(seed)
+    n, h, v = 37, 21, 203
+    hidden = torch.randn(n, h, generator=gen).to(dtype)
+    weight = (torch.randn(v, h, generator=gen) * 0.7).to(dtype)
+    bias = torch.randn(v, generator=gen).to(dtype) if with_bias else None
+    labels = torch.randint(0, v, (n,), generator=gen)
+    labels[[0, 5, 36]] = -100
+    labels[7] = v - 1                          # label in the ragged last chunk
+    labels[8] = 47                             # last column of the first chunk
+    labels[9] = 48                             # first column of the second
+    return hidden, weight, bias, labels, torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+
+
+def _leaves(hidden, weight, bias, wants, dt=None):
+    out = []
+    for t, want in zip((hidden, weight, bias), wants):
+        if t is None:
+            out.append(None)
+            continue
+        t = t.detach().clone() if dt is None else t.detach().to(dt)
+        out.append(t.requires_grad_(want))
+    return out
+
+
+@pytest.mark.parametrize("wants,entropy,temperature", [
+    ((True, True, True), True, 0.9),        # everything
+    ((True, False, False), False, 1.3),     # frozen lm_head: no grad_weight
+    ((False, True, True), True, 1.3),       # hidden without grad
+    ((False, False, True), False, 0.9),     # the bias only
+])
+def test_backward_chunks(wants, entropy, temperature, poisoned_alloc):
+    """Several vocabulary chunks of 48 columns (3 tiles of 16) and a ragged last one (11):
+    each gradient asked for matches the float64 reference; the others are None; every
+    element of the NaN-poisoned chunk, bias-partial and grad_weight buffers is written."""
+    from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
+                                                       linear_logprobs_triton)
+    hidden, weight, bias, labels, g_lp, g_ent = _chunked_case(int(entropy) + 2 * sum(wants))
+    nv = int((labels != -100).sum())
+    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, chunk_bytes=nv * 4 * 48)
+    assert cfg.chunk_columns(nv, 203, 16, 4) == 48
+    if not entropy:
+        g_ent = torch.zeros_like(g_ent)
+    a, w, b = _leaves(hidden, weight, bias, wants)
+    lp, ent = linear_logprobs_triton(a, w, labels, b, temperature, -100, entropy, cfg)
+    (lp * g_lp + ent * g_ent).sum().backward()
+    ra, rw, rb = _leaves(hidden, weight, bias, wants, dt=torch.float64)
+    rlp, rent = linear_logprobs_reference(ra, rw, labels, bias=rb, temperature=temperature,
+                                          return_entropy=True)
+    (rlp * g_lp.double() + (rent * g_ent.double() if entropy else 0)).sum().backward()
+    for name, t, r, want in zip(("hidden", "weight", "bias"), (a, w, b), (ra, rw, rb), wants):
+        if not want:
+            assert t.grad is None, name
+            continue
+        assert torch.isfinite(t.grad).all(), name
+        tol = 2e-5 * max(1.0, r.grad.abs().max().item())
+        torch.testing.assert_close(t.grad.double(), r.grad, rtol=2e-5, atol=tol, msg=name)
+
+
+def test_backward_half_precision_chunk(monkeypatch, poisoned_alloc):
+    """The GPU's data path on CPU: dL/dz rounded to bf16 in the chunk buffer, grad_weight
+    formed in bf16 (fp32 accumulation), grad_hidden accumulated in fp32 over the chunks;
+    within the bf16 tolerance of the float64 reference."""
+    import sharpo_kernels.logprobs.linear_backward_triton as lb
+    from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
+                                                       linear_logprobs_triton)
+    seen = []
+    monkeypatch.setattr(lb, "_dz_dtype", lambda dt: seen.append(dt) or dt)
+    hidden, weight, bias, labels, g_lp, g_ent = _chunked_case(3, torch.bfloat16)
+    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, chunk_bytes=34 * 2 * 64)
+    a, w, b = _leaves(hidden, weight, bias, (True, True, True))
+    lp, ent = linear_logprobs_triton(a, w, labels, b, 0.8, -100, True, cfg)
+    (lp * g_lp.bfloat16() + ent * g_ent.bfloat16()).sum().backward()
+    assert seen == [torch.bfloat16]
+    ra, rw, rb = _leaves(hidden, weight, bias, (True, True, True), dt=torch.float64)
+    rlp, rent = linear_logprobs_reference(ra, rw, labels, bias=rb, temperature=0.8,
+                                          return_entropy=True)
+    (rlp * g_lp.double() + rent * g_ent.double()).sum().backward()
+    for name, t, r in zip(("hidden", "weight", "bias"), (a, w, b), (ra, rw, rb)):
+        assert t.grad.dtype == torch.bfloat16 and torch.isfinite(t.grad).all(), name
+        tol = 1.6e-2 * max(1.0, r.grad.abs().max().item())
+        torch.testing.assert_close(t.grad.double(), r.grad, rtol=1.6e-2, atol=tol, msg=name)
+
+
+def test_chunk_columns():
+    from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
+    cfg = LinearTritonConfig()
+    # Qwen head, 8192 scored bf16 rows, 128-column tiles: 16384 columns = 256 MiB chunks
+    assert cfg.chunk_columns(8192, 151936, 128, 2) == 16384
+    assert LinearTritonConfig(chunk_bytes=1).chunk_columns(8192, 151936, 128, 2) == 128
+    assert cfg.chunk_columns(3, 203, 16, 4) == 208              # the whole (padded) vocabulary
+    with pytest.raises(ValueError, match="^chunk_bytes:"):
+        LinearTritonConfig(chunk_bytes=0)
+    with pytest.raises(ValueError, match="^chunk_bytes:"):
+        LinearTritonConfig(chunk_bytes=1.5)
+
+
+def test_gpu_tiles_per_precision():
+    """fp32 IEEE products (FMA units) take the smaller tile; TF32 and bf16/fp16 the tensor-core
+    tile (the tiles the compile checks cover, docs/gpu_kernels.md)."""
+    from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
+    cfg, cuda = LinearTritonConfig(), torch.device("cuda")
+    assert cfg.tiles(8192, 151936, 4096, cuda, torch.float32) == (64, 64, 32, 8)
+    assert cfg.tiles(8192, 151936, 4096, cuda, torch.float32, tf32=True) == (64, 128, 64, 8)
+    assert cfg.tiles(8192, 151936, 4096, cuda, torch.bfloat16) == (64, 128, 64, 8)

@@ -13,7 +13,7 @@ PACKAGE = ROOT / "sharpo_train"
 
 # lowest first; a room imports only rooms of lower floors (docs/README.md's table)
 FLOORS = [
-    ("__init__", "errors", "tags", "assets", "configs"),   # no import of the package
+    ("__init__", "errors", "checks", "tags", "assets", "configs"),   # import nothing
     ("io", "hint"),                      # errors only
     ("outputs",),                        # the output rule: errors, io
     ("settings",),                       # the one settings engine

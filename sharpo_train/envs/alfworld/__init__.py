@@ -34,14 +34,14 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from ...errors import ConfigError, did_you_mean
+from ...errors import ConfigError
 from ..base import EnvSuite, Task
 from ..env_config import check_env_config, opt_int
 from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
                     normalize_families, resolve_release_dir, task_from_folder, task_of)
 from .prompts import format_response, parse_action, render_hint, render_turn_prompt
 
-# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi): the settings schema (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "games_dir": (Optional[str],), "train_split": (str,),
     "eval_split": (Optional[str],), "num_train_games": (Optional[int], 0, None),
@@ -52,6 +52,22 @@ SETTINGS: dict[str, tuple] = {
 GENERATE_SETTINGS: dict[str, tuple] = {
     "n_train": (int, 0, 100000), "n_eval": (int, 0, 100000), "seed": (int, 0, None),
     "size": (str,), "grammar": (Any,), "families": (list,), "workers": (int, 0, 1024)}
+SETTINGS_HELP = {
+    "games_dir": "folder holding json_2.1.1/ (or that folder itself); default $ALFWORLD_DATA",
+    "train_split": "training split (default train)",
+    "eval_split": "held-out split (default valid_seen; empty or null: none)",
+    "num_train_games": "first N training games in path order (0 or null: all)",
+    "num_eval_games": "first N held-out games in path order (0 or null: all)",
+    "task_families": "task families kept, e.g. [Pick, Heat] (default all six)",
+    "max_steps": "environment step limit per episode (default 50)",
+    "workers": "worker processes when the trainer asks for the default (default 2)",
+    "expert_type": "null, planner or handcoded: adds the expert's action to each step (slow)",
+    "seed": "seed of the handcoded expert's random choices",
+    "generate": "{n_train, n_eval, seed, size, ...}: generate games into games_dir first "
+                "when it holds none (generator.py)",
+    "start_method": "multiprocessing start method of the worker pool",
+    "timeout_s": "seconds a worker may take for one step before it is replaced",
+}
 _KNOWN_KEYS = set(SETTINGS)
 _GENERATE_KEYS = set(GENERATE_SETTINGS)
 
@@ -81,13 +97,7 @@ def make_suite(env_config: dict) -> EnvSuite:
     games_dir = cfg.get("games_dir")
     gen = cfg.get("generate")
     if gen:
-        if not isinstance(gen, dict):
-            raise TypeError(f"env.generate: expected a mapping, got {gen!r}")
-        bad = set(gen) - _GENERATE_KEYS
-        if bad:
-            hint = "".join(did_you_mean(k, _GENERATE_KEYS) for k in sorted(bad))
-            raise ConfigError(f"env.generate: unknown key(s) {sorted(bad)}{hint}; known: "
-                              f"{sorted(_GENERATE_KEYS)}")
+        check_env_config(gen, _GENERATE_KEYS, "alfworld", "env.generate")
         if games_dir in (None, ""):
             raise ConfigError("env.generate needs env.games_dir (where to write the games)")
         root = Path(os.path.expandvars(os.path.expanduser(str(games_dir))))

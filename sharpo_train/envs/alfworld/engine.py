@@ -43,6 +43,7 @@ import tempfile
 import threading
 from typing import Any, Optional
 
+from ...checks import check_int
 from ..base import Env, Observation, StepResult, Task
 from .experts import HandcodedExpert
 from .games import GAME_FILE, read_game
@@ -241,8 +242,7 @@ class AlfWorldEnv(Env):
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, expert: Optional[str] = None,
                  seed: Optional[int] = None):
-        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-            raise ValueError(f"max_steps: expected an int >= 1, got {max_steps!r}")
+        check_int(max_steps, "max_steps", 1)
         if expert not in (None,) + EXPERT_TYPES:
             raise ValueError(f"expert: expected None or one of {EXPERT_TYPES}, got {expert!r}")
         self.max_steps = max_steps

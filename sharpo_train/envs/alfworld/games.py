@@ -71,14 +71,6 @@ class GameInfo:
     pddl_params: dict
 
 
-def family_of(task_type: str) -> str:
-    try:
-        return FAMILY_BY_TASK_TYPE[task_type]
-    except KeyError:
-        raise ValueError(f"unknown ALFWorld task_type {task_type!r}; "
-                         f"known: {sorted(FAMILY_BY_TASK_TYPE)}") from None
-
-
 def normalize_families(families: Optional[Iterable[str]]) -> Optional[list[str]]:
     """Accept family names (any case) or ALFRED task_type names; None means all."""
     if families is None:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from ...checks import check_int
 from .games import GAME_FILE, RELEASE_DIR, TASK_TYPE_BY_FAMILY, TRAJ_FILE, normalize_families
 
 log = logging.getLogger(__name__)
@@ -445,10 +446,8 @@ def generate_games(out_dir: Union[str, os.PathLike], n: int, seed: int = 0, *,
     Game i (i = start_index..start_index+n-1) has family ``families[i % len(families)]``
     (all six by default, in GENERATION_ORDER), so every family appears once n >= 6.
     ``workers`` > 1 builds games in that many processes (same output)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n: expected an int >= 1, got {n!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    check_int(n, "n", 1)
+    check_int(seed, "seed", 0)
     if size not in SIZES:
         raise ValueError(f"size: expected one of {sorted(SIZES)}, got {size!r}")
     if grammar not in GRAMMARS:

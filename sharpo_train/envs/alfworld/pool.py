@@ -21,6 +21,7 @@ import time
 import traceback
 from typing import Any, Optional
 
+from ...checks import check_int
 from ..base import EnvPool, Observation, StepResult, Task
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,7 @@ class ProcessEnvPool(EnvPool):
     def __init__(self, num_workers: int = 2, env_kwargs: Optional[dict] = None, *,
                  start_method: str = "spawn", timeout_s: float = 120.0,
                  per_slot_timeout_s: float = 30.0, hard_limit_factor: float = 10.0):
-        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
-            raise ValueError(f"num_workers: expected an int >= 0, got {num_workers!r}")
+        check_int(num_workers, "num_workers", 0)
         if start_method not in mp.get_all_start_methods():
             raise ValueError(f"start_method: {start_method!r} not available here "
                              f"({mp.get_all_start_methods()})")

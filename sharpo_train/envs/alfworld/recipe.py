@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ...checks import check_int
 from ...errors import ConfigError
 from ..base import balanced_tasks
 from ..spec import RecipeSpec
@@ -40,9 +41,7 @@ class AlfworldDemoSettings:
         if self.game_size not in SIZES:
             raise ConfigError(f"game_size: expected one of {list(SIZES)}, got {self.game_size!r}")
         for key, lo, hi in (("real_eval_games", 0, 100000), ("real_max_turns", 1, 1000)):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ConfigError(f"{key}: expected >= {lo} and <= {hi}, got {v!r}")
+            check_int(getattr(self, key), key, lo, hi, error=ConfigError)
 
 
 def games(games_dir: Path, s) -> dict:

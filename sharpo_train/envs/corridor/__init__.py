@@ -30,12 +30,22 @@ from .prompts import parse_action, render_hint, render_turn_prompt
 
 # reward settings: they change what an episode pays, not which tasks exist
 REWARD_KEYS = ("format_penalty",)
-# env.<key> -> (type, lo, hi) (config.check_env reads it through the EnvSpec, spec.py);
+# env.<key> -> (type, lo, hi) (train_config.check_env reads it through the EnvSpec, spec.py);
 # CorridorSettings.check applies the same ranges and the cross-key ones
 SETTINGS = {"name": (str,), "num_turns": (int, 1, 100), "num_decisive": (int, 1, 100),
             "num_actions": (int, 2, 6), "clues_per_action": (int, 1, 12),
             "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
             "seed": (int, 0, None), "format_penalty": (float, 0.0, 1.0)}
+SETTINGS_HELP = {
+    "num_turns": "turns per episode (default 10)",
+    "num_decisive": "decisive (lamp) turns per episode (default 3)",
+    "num_actions": "doors to choose from (default 2)",
+    "clues_per_action": "lamp colours per door in the code (default 2)",
+    "num_train": "training tasks (default 500)", "num_eval": "held-out tasks (default 200)",
+    "seed": "seed of the code and the tasks (default 0)",
+    "format_penalty": "every invalid reply costs format_penalty / num_turns of the final "
+                      "reward (default 0: the reward is success only)",
+}
 KNOWN_KEYS = set(SETTINGS)
 FAMILIES = [FAMILY]
 

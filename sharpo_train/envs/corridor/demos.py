@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
+from ...checks import check_int
 from ..base import Task
 from ..demo_files import check_out_path, open_out, write_records
 from .engine import TASK_TEXT, task_spec
@@ -80,8 +81,7 @@ def write_demos(out_path: str, tasks: Sequence[Task], *, agent: str = "expert",
     from the episodes, so 1 writes exactly what it always did); every lamp turn is
     written (the recipe's sized(): the same mix of lamp and free turns at every size)."""
     agents = ["expert", "random"] if agent == "mixed" else [check_agent(agent)]
-    if not isinstance(passes, int) or isinstance(passes, bool) or passes < 1:
-        raise ValueError(f"passes: expected an int >= 1, got {passes!r}")
+    check_int(passes, "passes", 1)
     if (not isinstance(free_keep, (int, float)) or isinstance(free_keep, bool)
             or not 0 < free_keep <= 1):
         raise ValueError(f"free_keep: expected a number in (0, 1], got {free_keep!r}")

@@ -27,6 +27,7 @@ import random
 from dataclasses import dataclass
 from typing import Optional
 
+from ...checks import is_int
 from ...errors import ConfigError
 from ..base import Env, Observation, StepResult, Task
 
@@ -58,7 +59,7 @@ class CorridorSettings:
         for key in ("num_turns", "num_decisive", "num_actions", "clues_per_action",
                     "num_train", "num_eval", "seed"):
             v = getattr(self, key)
-            need(isinstance(v, int) and not isinstance(v, bool), key, "an int")
+            need(is_int(v), key, "an int")
         need(1 <= self.num_turns <= 100, "num_turns", "an int in [1, 100]")
         need(1 <= self.num_decisive <= self.num_turns, "num_decisive",
              f"an int in [1, num_turns={self.num_turns}]")

@@ -41,12 +41,26 @@ from .goals import SPLITS
 SPLIT_NAMES = tuple(SPLITS) + ("all", "human")
 from .prompts import parse_action, render_hint, render_turn_prompt
 
-# env.<key> -> (type, lo, hi): the settings schema (config.check_env reads it via ENV_SPEC)
+# env.<key> -> (type, lo, hi): the settings schema (train_config.check_env reads it via ENV_SPEC)
 SETTINGS: dict[str, tuple] = {
     "name": (str,), "data_dir": (Optional[str],), "train_split": (Optional[str],),
     "eval_split": (Optional[str],), "num_train": (Optional[int], 0, None),
     "num_eval": (Optional[int], 0, None), "max_steps": (Optional[int], 1, 10000),
     "reward": (str,), "price_seed": (Optional[int], 0, None), "workers": (Optional[int], 0, 1024)}
+SETTINGS_HELP = {
+    "data_dir": "folder with WebShop's items files (default $WEBSHOP_DATA, else the shared "
+                "data folder)",
+    "train_split": "training goals: train (1500..), eval (500..1500), test (0..500), all or "
+                   "human (default train)",
+    "eval_split": "held-out goals, as train_split (default test; empty or null: none)",
+    "num_train": "first N training goals (0 or null: all)",
+    "num_eval": "first N held-out goals (0 or null: all)",
+    "max_steps": "environment step limit per episode (default 15, verl-agent's)",
+    "reward": "success (1 when WebShop's score is 1, else 0) or score (WebShop's score in "
+              "[0, 1])",
+    "price_seed": "seed of the price draws (product price ranges, goal price bounds)",
+    "workers": "worker count when the trainer asks for the default",
+}
 _KNOWN_KEYS = set(SETTINGS)
 FAMILIES = ["beauty", "electronics", "fashion", "garden", "grocery"]
 

@@ -26,11 +26,6 @@ def goal_search_text(goal: dict) -> str:
     return _PRICE_CLAUSE.sub("", goal["instruction_text"]).strip()
 
 
-def _goal_values(goal: dict) -> list[str]:
-    opts = goal["goal_options"]
-    return list(opts.values()) if isinstance(opts, dict) else list(opts)
-
-
 class ExpertAgent:
     """Plays one episode of ``env`` towards its goal; ``act()`` -> the next action and a
     one-line reason (used as the demonstrations' <think>)."""

@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
+from ...checks import check_int
 from ..base import Env, Observation, StepResult, Task
 from .data import Catalogue, PRICE_SEED, load_catalogue, resolve_data_dir
 from .goals import human_goals, split_indices, synthetic_goals
@@ -126,8 +127,7 @@ class _Clickable:
 class WebShopEnv(Env):
     def __init__(self, world: Optional[WebShopWorld] = None, *, data_dir=None,
                  max_steps: int = DEFAULT_MAX_STEPS, reward: str = "success"):
-        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-            raise ValueError(f"max_steps: expected an int >= 1, got {max_steps!r}")
+        check_int(max_steps, "max_steps", 1)
         if reward not in REWARD_MODES:
             raise ValueError(f"reward: expected one of {REWARD_MODES}, got {reward!r}")
         self.world = world if world is not None else get_world(data_dir)

@@ -18,7 +18,7 @@ from sharpo_train.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
+FAST = ["log.progress=false", "rollout.max_new_tokens=8",
         "rollout.max_turns=2", "method=grpo"]
 
 

@@ -1,5 +1,8 @@
-"""Inputs round three (issue 27): clear one-line errors for what users and attackers type
-(cases 4-8, 10, 12-15, 17), each a test that failed before its fix."""
+"""What users and attackers type on the command line gets a clear one-line error (exit 2,
+no traceback, nothing half-written): tracker names, run files that are fifos or links, NUL
+and control characters, undecodable paths, unknown attention implementations, corrupt
+models and adapters, hint templates, foreign folders, impossible corridor splits; each a
+test that failed before its fix."""
 import json
 import os
 from pathlib import Path
@@ -15,7 +18,7 @@ from train.commands.test_cli_errors import one_line_error
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
+FAST = ["total_steps=1", "log.progress=false", "rollout.max_new_tokens=8",
         "rollout.max_turns=2", "method=grpo", "eval.at_end=false", "checkpoint.every=1"]
 
 

@@ -124,7 +124,7 @@ def test_train_print_config_still_refuses_bad_settings(in_tmp, capsys):
 def test_train_print_config_of_a_resume_is_the_runs_config(in_tmp, capsys):
     run = in_tmp / "run"
     assert main(["train", "--config", SMOKE, "--run-dir", str(run), "total_steps=1",
-                 "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
+                 "log.progress=false", "rollout.max_new_tokens=8",
                  "rollout.max_turns=2", "method=grpo", "eval.at_end=false"]) == 0
     capsys.readouterr()
     before = sorted(p.name for p in run.iterdir())

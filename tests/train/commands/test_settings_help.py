@@ -85,3 +85,13 @@ def test_docs_training_settings_tables_are_the_generated_ones(command):
         f"docs/training.md: the {command} settings table is stale; regenerate it with "
         f"python -c \"from sharpo_train.commands.settings import write_docs; "
         f"write_docs('docs/training.md')\"")
+
+
+def test_every_environment_setting_has_a_one_line_help():
+    from sharpo_train.envs.registry import env_names, get_spec
+    for name in env_names():
+        spec = get_spec(name)
+        assert set(spec.settings_help) == set(spec.settings) - {"name"}, name
+        assert all(h.strip() and "\n" not in h for h in spec.settings_help.values()), name
+    rows = [r for r in setting_rows("train") if r.key.startswith("env.") and r.key != "env.name"]
+    assert rows and all(r.help.startswith("(env.name=") and len(r.help) > 20 for r in rows)

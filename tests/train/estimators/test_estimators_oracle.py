@@ -133,7 +133,7 @@ def test_cli_refuses_oracle_on_an_env_without_labels_in_one_line(tmp_path, capsy
 
 CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_steps=1",
             "rollout.tasks_per_step=1", "rollout.group_size=2", "rollout.max_new_tokens=8",
-            "rollout.history_length=0", "log.progress=false", "log.tensorboard=false",
+            "rollout.history_length=0", "log.progress=false",
             "eval.at_end=false", "checkpoint.every=0", "log.save_batches=1"]
 
 

@@ -32,7 +32,7 @@ def test_every_method_trains_through_the_cli(tmp_path, warm_policy, method):
     run = tmp_path / "run"
     rc = cli_main(["train", "--config", "configs/synthetic_smoke.yaml", f"run_dir={run}",
                    "total_steps=1", f"method={method}", f"init_from={warm_policy}",
-                   "env.max_distance=1", "log.progress=false", "log.tensorboard=false",
+                   "env.max_distance=1", "log.progress=false",
                    "eval.at_end=false", "checkpoint.every=0"])
     assert rc == 0
     (line,) = [r for r in read_jsonl(run / "metrics.jsonl") if r["kind"] == "train"]

@@ -168,7 +168,7 @@ def test_sharpo_train_without_vllm_is_one_line_exit_2(tmp_path, monkeypatch, cap
     from sharpo_train.cli import main as cli_main
     monkeypatch.setattr(ve, "vllm_available", lambda: "vllm is not importable here (test)")
     rc = cli_main(["train", "--config", "configs/synthetic_smoke.yaml", "rollout.engine=vllm",
-                   f"run_dir={tmp_path / 'run'}", "log.progress=false", "log.tensorboard=false"])
+                   f"run_dir={tmp_path / 'run'}", "log.progress=false"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == ["sharpo train: error: rollout.engine: vllm is not importable "
                                "here (test)"]

@@ -106,7 +106,7 @@ def test_train_step_with_the_vllm_engine_logs_the_mismatch(tmp_path, engine):
         "rollout": {"tasks_per_step": 1, "group_size": 2, "max_turns": 2, "max_new_tokens": 8,
                     "max_prompt_tokens": 200, "engine": "vllm", "vllm_max_model_len": 256},
         "optim": {"lr": 1e-3, "micro_batch_size": 8},
-        "log": {"tensorboard": False, "progress": False}, "eval": {"at_end": False}})
+        "log": {"progress": False}, "eval": {"at_end": False}})
     run = train(cfg)
     rec = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert rec["rows"] > 0

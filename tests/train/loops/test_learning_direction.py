@@ -69,8 +69,7 @@ def _config(run_dir, policy, method: str):
         "rollout.max_new_tokens=24", "rollout.history_length=1", "optim.lr=1e-3",
         "optim.micro_batch_size=64", "model.cpu_threads=1", "eval.num_tasks=16",
         "eval.temperature=1.0",
-        "eval.at_end=true", "log.progress=false", "log.credit_every=0", "checkpoint.every=0",
-        "log.tensorboard=false"])
+        "eval.at_end=true", "log.progress=false", "log.credit_every=0", "checkpoint.every=0"])
 
 
 @pytest.mark.parametrize("method", ["grpo", "sharpo"])

@@ -441,3 +441,24 @@ def test_config_module_does_not_re_export_the_loader():
     from sharpo_train.loops.resume import RESUME_MAY_CHANGE, check_resume  # noqa: F401
     from sharpo_train.settings.loader import flat_keys
     assert flat_keys({"a": {"b": 1}, "c": 2}) == {"a.b": 1, "c": 2}
+
+
+def test_a_resume_checks_what_may_change_once_under_the_lock(tmp_path, monkeypatch):
+    """train(config) leaves the resume rule to Trainer._setup (after the run's lock is
+    taken): one check per resume, naming RUN/config.yaml; a change it refuses stops the run
+    before anything is trained."""
+    import sharpo_train.loops.trainer as trainer
+    from train.loops.test_trainer_support import small_config
+    run = tmp_path / "run"
+    trainer.train(small_config(run, total_steps=1, rollout__max_turns=1,
+                               rollout__max_new_tokens=8))
+    calls = []
+    real = trainer.check_resume
+    monkeypatch.setattr(trainer, "check_resume", lambda *a: calls.append(a[2:]) or real(*a))
+    trainer.train(small_config(run, total_steps=2, resume=True, rollout__max_turns=1,
+                               rollout__max_new_tokens=8))
+    assert calls == [(str(run / "config.yaml"),)]
+    with pytest.raises(ConfigError, match=r"^seed: --resume cannot change what the run is"):
+        trainer.train(small_config(run, total_steps=3, resume=True, seed=5,
+                                   rollout__max_turns=1, rollout__max_new_tokens=8))
+    assert len(calls) == 2

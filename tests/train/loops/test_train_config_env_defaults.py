@@ -1,4 +1,4 @@
-"""An environment's own trainer defaults (EnvSpec.train_defaults, config.env_defaults): a
+"""An environment's own trainer defaults (EnvSpec.train_defaults, loops/train_config.py env_defaults): a
 corridor run without the recipe plays whole episodes (rollout.max_turns = env.num_turns)
 with the corridor's reply budget, unless the user or a settings file written for the
 corridor sets them; and a step whose every episode was cut at rollout.max_turns says so in

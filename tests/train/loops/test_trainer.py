@@ -130,7 +130,7 @@ def test_run_directory_refuses_to_overwrite(tmp_path):
 def test_cli_train_then_eval(tmp_path):
     run = tmp_path / "run"
     rc = cli_main(["train", "--config", "configs/synthetic_smoke.yaml", f"run_dir={run}",
-                   "total_steps=1", "method=grpo", "log.progress=false", "log.tensorboard=false",
+                   "total_steps=1", "method=grpo", "log.progress=false",
                    "rollout.max_new_tokens=8", "rollout.max_turns=2"])
     assert rc == 0
     for name in ("config.yaml", "metrics.jsonl", "eval.json", "checkpoints/latest",

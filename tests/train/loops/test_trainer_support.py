@@ -24,7 +24,7 @@ def small_config(run_dir, **over) -> "Config":
                   "cpu_threads": 1},
         "rollout": {"tasks_per_step": 2, "group_size": 4, "max_turns": 3, "max_new_tokens": 24},
         "optim": {"lr": 1e-3, "micro_batch_size": 8},
-        "log": {"tensorboard": False, "progress": False},
+        "log": {"progress": False},
         "eval": {"at_end": False, "num_tasks": 2},
     }
     for key, value in over.items():

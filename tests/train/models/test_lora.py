@@ -182,7 +182,7 @@ def test_cli_lora_run_then_eval_run(tmp_path):
     evaluates base + adapter, merged."""
     run = tmp_path / "run"
     assert cli_main(["train", "--config", SMOKE, f"run_dir={run}", "total_steps=1",
-                     "method=grpo", "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
+                     "method=grpo", "log.progress=false", "rollout.max_new_tokens=8",
                      "rollout.max_turns=2", "model.lora.rank=4", "model.lora.targets=q_proj,v_proj"]) == 0
     assert (run / "lora_base" / "model.safetensors").is_file()
     policy = run / "checkpoints" / "step_000001" / "policy"
@@ -207,7 +207,7 @@ def test_cli_lora_run_then_eval_run(tmp_path):
 ])
 def test_lora_settings_are_refused_in_one_line_naming_the_key(tmp_path, capsys, monkeypatch, override, key):
     monkeypatch.chdir(tmp_path)
-    rc = cli_main(["train", "--config", SMOKE, "run_dir=r", "total_steps=1", "log.progress=false", "log.tensorboard=false",
+    rc = cli_main(["train", "--config", SMOKE, "run_dir=r", "total_steps=1", "log.progress=false",
                    "model.lora.rank=4", override])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and err.count("\n") == 1 and key in err, err

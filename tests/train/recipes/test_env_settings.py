@@ -62,7 +62,7 @@ def test_environment_keys_keep_their_demo_names(tmp_path, capsys):
     for bad, match in [(["env=corridor", "demo.game_size=small"],
                         r"^demo\.game_size: a setting of demo\.env=alfworld, not of demo\.env=corridor$"),
                        (["demo.game_size=huge"], r"^demo\.game_size: expected one of \['tiny'"),
-                       (["demo.real_max_turns=0"], r"^demo\.real_max_turns: expected >= 1"),
+                       (["demo.real_max_turns=0"], r"^demo\.real_max_turns: expected an int >= 1 and <= 1000"),
                        (["demo.game_siz=small"], r"did you mean 'game_size'")]:
         with pytest.raises(ConfigError, match=match):
             PipelinePlan.from_args(tmp_path, bad)

@@ -49,7 +49,7 @@ def test_a_tracker_that_is_not_installed_is_refused_in_one_line(monkeypatch, cap
 
 def test_tensorboard_writer_writes_the_metrics_lines(tmp_path):
     pytest.importorskip("tensorboard")
-    log = MetricsLogger(tmp_path, 2, tensorboard=False, progress=False, report_to=["tensorboard"])
+    log = MetricsLogger(tmp_path, 2, progress=False, report_to=["tensorboard"])
     log.log({"step": 1, "kind": "train", "method": "sharpo", "reward_mean": 0.5,
              "sharpo/gap_mean": 0.25, "sharpo/segments_scored": 3, "sharpo/weight_min": float("nan")})
     log.log({"step": 2, "kind": "train", "reward_mean": 0.75, "sharpo/gap_mean": -0.5,
@@ -68,7 +68,7 @@ def test_a_training_run_reports_its_sharpo_metrics_to_tensorboard(tmp_path):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
     assert main(["train", "--config", SMOKE, f"run_dir={run}", "total_steps=2", "method=sharpo",
-                 "log.progress=false", "log.tensorboard=false", "log.report_to=tensorboard",
+                 "log.progress=false", "log.report_to=tensorboard",
                  "rollout.max_new_tokens=8", "rollout.max_turns=2", "eval.at_end=false"]) == 0
     got = scalars(run / "tensorboard")
     for tag in ("train/reward_mean", "adv/mean", "sharpo/teacher_coverage", "train/loss"):
@@ -76,6 +76,18 @@ def test_a_training_run_reports_its_sharpo_metrics_to_tensorboard(tmp_path):
     from sharpo_train.io import read_jsonl
     line = read_jsonl(run / "metrics.jsonl")[0]
     assert got["sharpo/teacher_coverage"][0][1] == pytest.approx(line["sharpo/teacher_coverage"])
+
+
+def test_report_to_is_the_one_tensorboard_switch(tmp_path):
+    """No second spelling: ``log.tensorboard`` is refused naming ``log.report_to``, and a run
+    without ``report_to=tensorboard`` writes no event files, installed or not."""
+    with pytest.raises(ConfigError, match=r"tensorboard.*did you mean 'report_to'"):
+        load_config(None, ["log.tensorboard=false"])
+    run = tmp_path / "run"
+    assert main(["train", "--config", SMOKE, f"run_dir={run}", "total_steps=1", "method=grpo",
+                 "log.progress=false", "rollout.max_new_tokens=8", "rollout.max_turns=2",
+                 "eval.at_end=false"]) == 0
+    assert (run / "metrics.jsonl").is_file() and not (run / "tensorboard").exists()
 
 
 @pytest.mark.parametrize("name", ["wandb", "trackio"])
@@ -88,7 +100,7 @@ def test_wandb_and_trackio_get_init_log_finish(monkeypatch, tmp_path, name):
     monkeypatch.setitem(sys.modules, name, fake)
     monkeypatch.setattr(metrics, "installed", lambda n: True)
     run = tmp_path / "myrun"
-    log = MetricsLogger(run, 1, tensorboard=False, progress=False, report_to=[name],
+    log = MetricsLogger(run, 1, progress=False, report_to=[name],
                         config={"method": "sharpo"})
     run.mkdir()
     log.log({"step": 1, "kind": "train", "reward_mean": 0.5, "sharpo/gap_mean": 0.25})

@@ -285,7 +285,7 @@ def test_sharpo_train_into_a_held_run_exits_2_naming_the_holder(tmp_path, capsys
     holder = _hold_lock(run)
     try:
         rc = cli_main(["train", "--config", "configs/synthetic_smoke.yaml", f"run_dir={run}",
-                       "total_steps=1", "log.progress=false", "log.tensorboard=false"])
+                       "total_steps=1", "log.progress=false"])
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
@@ -337,7 +337,7 @@ def test_the_cli_stops_a_diverged_run_with_one_line(tmp_path, monkeypatch, capsy
     _diverging_step(monkeypatch, at=1, how="loss")
     run = tmp_path / "run"
     args = ["train", "--config", "configs/synthetic_smoke.yaml", f"run_dir={run}", "total_steps=1",
-            "method=grpo", "log.progress=false", "log.tensorboard=false",
+            "method=grpo", "log.progress=false",
             "rollout.max_new_tokens=8", "rollout.max_turns=2"]
     rc = cli_main(args)
     err = capsys.readouterr().err.strip().splitlines()

@@ -20,7 +20,7 @@ from train.runs.test_run_dir import _optimizer_objects
 from train.loops.test_trainer_support import small_config
 
 TRAIN = ["train", "env.name=synthetic", "total_steps=1", "log.progress=false",
-         "log.tensorboard=false", "rollout.max_new_tokens=8", "rollout.max_turns=2",
+         "rollout.max_new_tokens=8", "rollout.max_turns=2",
          "method=grpo", "model.hidden_size=32", "model.intermediate_size=64",
          "model.num_layers=1", "model.device=cpu"]
 

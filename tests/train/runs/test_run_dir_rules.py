@@ -21,7 +21,7 @@ from train.loops.test_trainer_support import small_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
-FAST = ["total_steps=1", "log.progress=false", "log.tensorboard=false", "rollout.max_new_tokens=8",
+FAST = ["total_steps=1", "log.progress=false", "rollout.max_new_tokens=8",
         "rollout.max_turns=2", "method=grpo", "eval.at_end=false", "checkpoint.every=1"]
 
 

@@ -1,0 +1,119 @@
+"""Compiled facts of the Triton kernels, not timings: registers, spills, shared memory,
+occupancy, SASS instructions, bytes, atomics, and the bound they imply on an H200 and an
+A100 (docs/gpu_kernels.md). CPU-only and deterministic: the kernels are compiled for sm_90
+and sm_80 by Triton with a stand-in driver (sharpo_kernels/compiled), no GPU involved.
+
+    python benchmarks/compiled_facts.py [--all] [--out FILE]
+
+Without --all: the representative variants at the Qwen2.5 head shapes (N=8192 tokens,
+V=151936, H 896 and 4096); with --all: every variant the launchers can pick (slow).
+Run it without TRITON_INTERPRET (it re-executes itself without it if set).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# Representative variants (substrings of KernelVariant.label).
+SELECTED = (
+    "token_fwd bfloat16 N=8192 V=151936 entropy=0",
+    "token_fwd bfloat16 N=8192 V=151936 entropy=1",
+    "token_bwd bfloat16 N=8192 V=151936 entropy=0",
+    "token_bwd bfloat16 N=8192 V=151936 entropy=1",
+    "token_fwd float32 N=8192 V=151936 entropy=1",
+    "token_bwd float32 N=8192 V=151936 entropy=1",
+    "linear_fwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0",
+    "linear_fwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0",
+    "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=1 b=0",
+    "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
+    "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
+    "linear_fwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0",
+    "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
+    "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
+    "segment_sums bfloat16 B=64 L=8192 mask=1",
+    "segment_apply B=64 L=8192 mask=1",
+)
+
+
+def _fmt_ms(x):
+    return "-" if x is None else f"{x * 1e3:.3f}"
+
+
+def facts_rows(select_all: bool = False, archs=(90, 80)):
+    """[(Compiled, {device name: Bound})] for the chosen variants, sm_90 first."""
+    from sharpo_kernels.compiled.build import compile_variants, variants_for
+    from sharpo_kernels.compiled.driver import compiling_for
+    from sharpo_kernels.compiled.model import DEVICES, bound
+    cache = tempfile.mkdtemp(prefix="sharpo-facts-")
+    out = []
+    for arch in archs:
+        with compiling_for(arch):
+            variants = variants_for(arch)
+        if not select_all:
+            variants = [v for v in variants if v.label in SELECTED]
+        for c in compile_variants(variants, arch, os.path.join(cache, f"sm{arch}")):
+            devs = [d for d in DEVICES if d.arch == arch]
+            fp32_dot = bool(c.variant.constexprs.get("DOT_FP32"))
+            out.append((c, {d.name: bound(c, d, fp32_dot) for d in devs}
+                        if c.facts else {}))
+    return out
+
+
+def table(rows) -> str:
+    head = ("| arch | kernel variant | regs | spills (STL/LDL, stack B) | shared KB | "
+            "warps/SM | hot-loop instr (per elem) | instr/elem | bytes/elem | atomics | "
+            "fences | device | issue ms | MUFU ms | memory ms | tensor ms | bound |")
+    lines = [head, "|" + "---|" * head.count("|")[:-1] if False else
+             "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    for c, bounds in rows:
+        f, v = c.facts, c.variant
+        if f is None:
+            lines.append(f"| sm_{c.arch} | {v.label} | does not compile: {c.error[:80]} |")
+            continue
+        for dev, b in bounds.items():
+            hot = f"{b.hot_loop_instr}" + (f" ({b.hot_loop_per_element:.1f})"
+                                           if b.hot_loop_per_element else "")
+            ipe = "-" if b.instr_per_element is None else f"{b.instr_per_element:.1f}"
+            bpe = v.bytes / v.elements if v.elements else 0
+            lines.append(
+                f"| sm_{c.arch} | {v.label} | {f.regs} | {f.spill_stores}/{f.spill_loads}, "
+                f"{f.stack} | {c.shared / 1024:.1f} | {c.occupancy_warps} | {hot} | {ipe} | "
+                f"{bpe:.2f} | {v.atomics:.3g} | {f.fences} | {dev} | {_fmt_ms(b.issue_s)} | "
+                f"{_fmt_ms(b.mufu_s)} | {_fmt_ms(b.memory_s)} | {_fmt_ms(b.tensor_s)} | "
+                f"{b.bound_by} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="every variant (slow)")
+    ap.add_argument("--out", help="also write the markdown table here")
+    args = ap.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)]
+                  + list(argv if argv is not None else sys.argv[1:]), env)
+    import triton
+    t0 = time.time()
+    rows = facts_rows(args.all)
+    md = (f"Compiled facts, not timings: triton {triton.__version__}, compiled for sm_90 "
+          f"(H200 model) and sm_80 (A100 model) without a GPU; `python "
+          f"benchmarks/compiled_facts.py{' --all' if args.all else ''}` "
+          f"({time.time() - t0:.0f} s).\n\n" + table(rows) + "\n")
+    print(md)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(md)
+    bad = [c for c, _ in rows if c.problems]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
