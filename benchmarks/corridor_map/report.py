@@ -135,7 +135,8 @@ def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
              "ones that teach the code) / from all lamp turns (with the hinted copies); the "
              "demonstrations' own right-door rate at a lamp. Fails (declared): success at or "
              "below the random agent's, or the right door at chance (within 1.96 binomial "
-             "standard errors of 50% over the lamp turns played).", "",
+             "standard errors of 50% over the lamp turns played). Every size's SFT data, "
+             "without training: [sft_data.md](sft_data.md) (`map.py sft-data`).", "",
              "| cell | turns | lamps | start | random agent (%) | success (%) | right door at a "
              "lamp (%) | invalid at a lamp (%) | longest example / sft.max_length | lamp share "
              "of trained tokens, plain / all (%) | demos' right door (%) | SFT (s) | fails |",
