@@ -1,0 +1,81 @@
+"""The map's figures from cell summaries (stats.cell_summary): heat maps of SHARPO - GRPO and
+oracle - GRPO (held-out points, by seed: the declared reading's unit) over the grid, rows
+(start, lamps) x columns (turns), an empty cell where nothing is filed and the number of
+seeds paired in each; and SHARPO's share of the oracle's gain against the warm start's
+success. Titles say PARTIAL while the grid is incomplete."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .grid import DECISIVE, STARTS, TURNS
+
+HEAT, SHARE = "map_heat.png", "map_share.png"
+
+
+def grid_values(summaries, key: str):
+    """(rows, values [rows x turns] in points or nan, seeds paired [rows x turns], 95%
+    interval's low and high ends) of the grid's base cells (SFT seed 0) for gain ``key``."""
+    rows = [(s, d) for s in STARTS for d in sorted(DECISIVE, reverse=True)]
+    vals = np.full((len(rows), len(TURNS)), np.nan)
+    lo, hi = vals.copy(), vals.copy()
+    n = np.zeros((len(rows), len(TURNS)), dtype=int)
+    for s in summaries:
+        c, g = s["cell"], s[key]
+        if c.sft_seed or (c.start, c.decisive) not in rows or c.turns not in TURNS or not g:
+            continue
+        i, j = rows.index((c.start, c.decisive)), TURNS.index(c.turns)
+        vals[i, j], lo[i, j], hi[i, j] = (100 * x for x in g["by_seed"][:3])
+        n[i, j] = len(g["seeds"])
+    return rows, vals, n, lo, hi
+
+
+def draw(results: Path, summaries, complete: int) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tag = "" if complete == 16 else f" (PARTIAL: {complete} of 16 cells complete)"
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    panels = [(ax, key, title, grid_values(summaries, key)) for ax, key, title in (
+        (axes[0], "sharpo_vs_grpo", "SHARPO λ 0.2 - GRPO"),
+        (axes[1], "oracle_vs_grpo", "oracle - GRPO"))]
+    both = np.concatenate([p[3][1].ravel() for p in panels])
+    lim = max(5.0, float(np.nanmax(np.abs(both))) if np.isfinite(both).any() else 5.0)
+    for ax, key, title, (rows, vals, n, lo, hi) in panels:     # one colour scale for both
+        im = ax.imshow(vals, cmap="RdBu", vmin=-lim, vmax=lim)
+        for i in range(vals.shape[0]):
+            for j in range(vals.shape[1]):
+                text = ("not run" if n[i, j] == 0 else f"{vals[i, j]:+.1f}\n[{lo[i, j]:+.1f}, "
+                        f"{hi[i, j]:+.1f}]\n({n[i, j]} seeds)")
+                ax.text(j, i, text, ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(TURNS)), [f"{t} turns" for t in TURNS])
+        ax.set_yticks(range(len(rows)), [f"{s} start, {d} lamps" for s, d in rows])
+        ax.set_title(f"{title}, held-out points\n(mean over seeds [95% by seed])", fontsize=10)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.suptitle("The corridor map" + tag, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(Path(results) / HEAT, dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for s in summaries:
+        sh = s["share"]
+        if sh is None or not np.isfinite(sh[0]):
+            continue
+        x = 100 * s["warm"]["eval"]["success"]
+        ax.errorbar([x], [100 * sh[0]], yerr=[[100 * (sh[0] - sh[1])], [100 * (sh[2] - sh[0])]]
+                    if np.isfinite(sh[1]) and np.isfinite(sh[2]) else None,
+                    fmt="o", color="#1f6feb" if s["cell"].start == "weak" else "#b42318",
+                    capsize=3)
+        ax.annotate(s["cell"].name, (x, 100 * sh[0]), fontsize=7, xytext=(4, 4),
+                    textcoords="offset points")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.axhline(100, color="#b42318", lw=0.8, ls="--")
+    ax.set_xlabel("warm start's held-out success (%)")
+    ax.set_ylabel("SHARPO's share of the oracle's gain (%)")
+    ax.set_title("Share of the ceiling vs the warm start" + tag, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(Path(results) / SHARE, dpi=100)
+    plt.close(fig)
+    return [HEAT, SHARE]

@@ -1,0 +1,179 @@
+"""A cell's numbers from its filed results alone (RESULTS/<cell>/: warm.json and per RL run
+eval.json, metrics.jsonl, unit.json; runner.py writes them).
+
+Per arm: held-out success (the final policy, 4 episodes on each held-out task; mean over
+seeds), late training success (per run the mean training success over the last half of
+its steps, as benchmarks/ceiling.py), collapses (runs whose final held-out success is
+below the warm start's) and seconds per RL run. Against GRPO: the gain in held-out points
+by task (each task's rate averaged over the seeds both arms ran, then paired task by task)
+and by seed (the runs' rates paired seed by seed), and the late-training gain by seed, each
+with a 95% percentile bootstrap (10,000 resamples, generator seed 0: the method of
+benchmarks/ceiling.py); the share of the oracle's held-out gain that SHARPO captures (the
+ratio of the mean by-task gains on the seeds all three arms ran, tasks resampled jointly).
+
+The declared reading (RESULTS.md, "Where SHARPO helps"): a cell counts as "SHARPO helps"
+only when SHARPO and GRPO both finished every one of the cell's seeds and the by-seed 95%
+interval of SHARPO - GRPO (held-out) excludes 0 from above (``verdict``).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .grid import ARMS, ORACLE, REFERENCE, SEEDS, TESTED, UNIT_FILE, WARM_FILE, Cell, arm_slug
+
+N_BOOT = 10000
+
+
+def boot(diff: np.ndarray, base: np.ndarray | None = None, n_boot: int = N_BOOT, seed: int = 0):
+    """(mean of ``diff``, 2.5th, 97.5th percentile of the resampled means) and, with
+    ``base`` (the same units: e.g. the oracle's gains), the ratio of the means and its
+    interval over the same resamples: (mean, lo, hi, ratio, rlo, rhi)."""
+    diff = np.asarray(diff, dtype=float)
+    if diff.ndim != 1 or len(diff) == 0:
+        raise ValueError("boot: expected a non-empty 1-d array of differences")
+    idx = np.random.default_rng(seed).integers(0, len(diff), size=(n_boot, len(diff)))
+    gm = diff[idx].mean(1)
+    lo, hi = np.percentile(gm, [2.5, 97.5])
+    if base is None:
+        return float(diff.mean()), float(lo), float(hi)
+    base = np.asarray(base, dtype=float)
+    if base.shape != diff.shape:
+        raise ValueError("boot: diff and base must have the same units")
+    go = base[idx].mean(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = gm / go
+    r = r[np.isfinite(r)]
+    rlo, rhi = np.percentile(r, [2.5, 97.5]) if len(r) else (math.nan, math.nan)
+    ratio = diff.mean() / base.mean() if base.mean() else math.nan
+    return float(diff.mean()), float(lo), float(hi), float(ratio), float(rlo), float(rhi)
+
+
+def late_success(metrics_path: Path, frac: float = 0.5):
+    """Mean training success over the last ``frac`` of the run's steps (None: no steps)."""
+    rows = []
+    for line in Path(metrics_path).read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue                        # a torn last line of a killed run
+        if row.get("kind", "train") == "train" and "success" in row and "step" in row:
+            rows.append(row)
+    xs = [float(r["success"]) for r in sorted(rows, key=lambda r: r["step"])]
+    if not xs:
+        return None
+    k = max(1, math.ceil(round(len(xs) * frac, 9)))
+    return sum(xs[-k:]) / k
+
+
+def load_runs(folder: Path, arm: str, seeds=SEEDS) -> dict[int, dict]:
+    """{seed: {"held", "per_task", "late", "seconds"}} of the arm's filed runs in a cell's
+    results folder (a run counts when its unit.json is there)."""
+    out = {}
+    slug = arm_slug(arm)
+    for k in seeds:
+        d = Path(folder) / f"{slug}-seed{k}"
+        if not (d / UNIT_FILE).is_file():
+            continue
+        unit = json.loads((d / UNIT_FILE).read_text())
+        ev = json.loads((d / "eval.json").read_text())
+        out[k] = {"held": float(ev["success"]), "per_task": ev.get("per_task") or {},
+                  "late": late_success(d / "metrics.jsonl"), "seconds": unit.get("seconds")}
+    return out
+
+
+def per_task(runs: list[dict]) -> dict[str, float]:
+    """{task: success averaged over the runs}, on the tasks every run played."""
+    if not runs:
+        return {}
+    ids = set.intersection(*(set(r["per_task"]) for r in runs))
+    return {i: sum(r["per_task"][i] for r in runs) / len(runs) for i in sorted(ids)}
+
+
+def gain(arm: dict, ref: dict) -> dict:
+    """``arm`` against ``ref`` (load_runs of each) on the seeds both ran: by task, by seed
+    (held-out) and late training by seed; {} when they share no seed."""
+    common = sorted(set(arm) & set(ref))
+    if not common:
+        return {}
+    pa, pr = per_task([arm[k] for k in common]), per_task([ref[k] for k in common])
+    ids = sorted(set(pa) & set(pr))
+    dt = np.array([pa[i] - pr[i] for i in ids])
+    ds = np.array([arm[k]["held"] - ref[k]["held"] for k in common])
+    out = {"seeds": common, "by_seed": boot(ds), "per_seed": [float(x) for x in ds]}
+    if len(ids):
+        out["by_task"] = boot(dt)
+        out["tasks_up_down"] = (int((dt > 0).sum()), int((dt < 0).sum()))
+    late = [k for k in common if arm[k]["late"] is not None and ref[k]["late"] is not None]
+    if late:
+        out["late_by_seed"] = boot(np.array([arm[k]["late"] - ref[k]["late"] for k in late]))
+    return out
+
+
+def share(tested: dict, oracle: dict, ref: dict):
+    """(ratio, lo, hi): the tested arm's mean by-task held-out gain over the oracle's, on
+    the seeds all three ran (tasks resampled jointly); None without such a seed."""
+    common = sorted(set(tested) & set(oracle) & set(ref))
+    if not common:
+        return None
+    pt, po, pr = (per_task([d[k] for k in common]) for d in (tested, oracle, ref))
+    ids = sorted(set(pt) & set(po) & set(pr))
+    if not ids:
+        return None
+    return boot(np.array([pt[i] - pr[i] for i in ids]), np.array([po[i] - pr[i] for i in ids]))[3:]
+
+
+def verdict(g: dict, seeds=SEEDS) -> str:
+    """The declared reading of SHARPO - GRPO (``gain``): "helps" (every seed of ``seeds``
+    paired and the by-seed interval above 0), "hurts" (below 0), "level" (it holds 0), or
+    "incomplete (k/n seeds)"."""
+    n = len(g.get("seeds", []))
+    if not g or set(g["seeds"]) != set(seeds):
+        return f"incomplete ({n}/{len(seeds)} seeds)"
+    _m, lo, hi = g["by_seed"]
+    return "helps" if lo > 0 else ("hurts" if hi < 0 else "level")
+
+
+def warm_fails(warm: dict) -> list[str]:
+    """The declared warm-start failures (RESULTS.md, "Where SHARPO helps"): its held-out
+    success at or below the random agent's, and its right-door rate at a lamp at chance
+    (within 1.96 binomial standard errors of 1/2 over its lamp turns: two doors)."""
+    out = []
+    if warm["eval"]["success"] <= warm["random_agent"]:
+        out.append("at or below random")
+    play = warm.get("play") or {}
+    n, p = play.get("lamp_turns"), play.get("right_door")
+    if n and p is not None and abs(p - 0.5) <= 1.96 * math.sqrt(0.25 / n):
+        out.append("right door at chance")
+    return out
+
+
+def cell_summary(results: Path, cell: Cell, seeds=SEEDS, arms=ARMS) -> dict | None:
+    """Everything the table and the figures show of one cell; None when its warm start is
+    not filed."""
+    folder = Path(results) / cell.name
+    if not (folder / WARM_FILE).is_file():
+        return None
+    warm = json.loads((folder / WARM_FILE).read_text())
+    w = warm["eval"]["success"]
+    runs = {arm: load_runs(folder, arm, seeds) for arm in arms}
+    out = {"cell": cell, "warm": warm, "arms": {}, "warm_fails": warm_fails(warm)}
+    for arm, r in runs.items():
+        held = [x["held"] for x in r.values()]
+        late = [x["late"] for x in r.values() if x["late"] is not None]
+        secs = [x["seconds"] for x in r.values() if x["seconds"] is not None]
+        out["arms"][arm] = {"seeds": sorted(r), "held": float(np.mean(held)) if held else None,
+                            "late": float(np.mean(late)) if late else None,
+                            "collapses": sum(h < w for h in held),
+                            "seconds": float(np.mean(secs)) if secs else None}
+    out["sharpo_vs_grpo"] = gain(runs[TESTED], runs[REFERENCE])
+    out["oracle_vs_grpo"] = gain(runs[ORACLE], runs[REFERENCE])
+    out["share"] = share(runs[TESTED], runs[ORACLE], runs[REFERENCE])
+    out["verdict"] = verdict(out["sharpo_vs_grpo"], seeds)
+    out["complete"] = all(len(out["arms"][a]["seeds"]) == len(seeds) for a in arms)
+    return out

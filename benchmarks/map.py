@@ -1,0 +1,211 @@
+"""Where SHARPO helps: the corridor map over horizon, decisive turns and warm-start strength
+(benchmarks/RESULTS.md, "Where SHARPO helps"; code: benchmarks/corridor_map/).
+
+Every cell is one warm start (the corridor recipe v2 at that size; "weak": the same with
+sft.epochs=0.7) shared by GRPO, SHARPO λ 0.2 and the oracle, RL seeds 0-4, 20 steps, 4
+episodes per held-out task, the format guard on every arm: the runs of
+
+    sharpo compare env=corridor env.num_turns=T env.num_decisive=D [sft.epochs=0.7] \\
+        --run-dir RUN --seeds 0,1,2,3,4 --methods grpo,sharpo:0.2,oracle
+
+(`python benchmarks/map.py command --cell ...` prints it). Subcommands:
+
+    run     [--cell C ...] [--seeds 0,1,2,3,4] [--jobs 2] [--max-units N] [--warm-only]
+            run what is not finished, in the declared order (or only the cells given),
+            at most --jobs processes at once (each `nice -n 10`, OMP_NUM_THREADS=1); each
+            finished unit is filed in --results at once. Rerunning skips what is filed.
+    unit    --cell C [--arm A --seed K]     one unit in this process (what `run` starts)
+    report  [--figures]                     the table (RESULTS/map.md) and figures from
+                                            the files in --results alone
+    status                                  what is filed and what is left
+    sft-data                                the SFT data of every size, without training
+                                            (RESULTS/sft_data.md: lengths, lamp shares)
+    command --cell C                        the cell's `sharpo compare` command
+
+--cell: turns=20,decisive=5,start=weak[,sft_seed=1] or t20-d5-weak[-sft1].
+--runs: the run folders (default /work/runs/map, outside the repository);
+--results: the filed results (default benchmarks/results/map, in the repository).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from corridor_map import grid  # noqa: E402
+
+
+def _cells(args) -> list:
+    return [grid.parse_cell(c) for c in args.cell] if args.cell else grid.declared_order()
+
+
+def cmd_run(args) -> int:
+    from corridor_map.runner import is_locked, lock_path
+    seeds, results, runs = grid.parse_seeds(args.seeds), Path(args.results), Path(args.runs)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs: expected an integer >= 1, got {args.jobs}")
+    todo = grid.pending(_cells(args), results, seeds)
+    if args.warm_only:
+        todo = [u for u in todo if u.is_warm]
+    if args.max_units is not None:
+        todo = todo[:args.max_units]
+    print(f"{len(todo)} unit(s) to run, {args.jobs} at a time", flush=True)
+    running: dict = {}          # unit -> Popen
+    failed = []
+    logs = runs / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in
+                                          os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    while todo or running:
+        for unit, proc in list(running.items()):
+            if proc.poll() is not None:
+                del running[unit]
+                ok = proc.returncode == 0 and grid.is_done(unit, results)
+                print(f"{time.strftime('%H:%M:%S')} {unit.label}: "
+                      f"{'done' if ok else f'FAILED (exit {proc.returncode})'}", flush=True)
+                if not ok:
+                    failed.append(unit)
+                    # an RL run cannot start without its cell's warm start
+                    if unit.is_warm:
+                        todo = [u for u in todo if u.cell != unit.cell]
+        # units another process runs (a second `map.py run`, a `unit`) take their slot
+        elsewhere = [u for u in todo if is_locked(lock_path(u, runs))]
+        while len(running) + len(elsewhere) < args.jobs:
+            unit = grid.ready(todo, results, list(running) + elsewhere)
+            if unit is None:
+                break
+            todo.remove(unit)
+            cmd = ["nice", "-n", str(args.nice), sys.executable, str(Path(__file__).resolve()),
+                   "unit", "--cell", unit.cell.spec, "--seeds", args.seeds,
+                   "--runs", str(runs), "--results", str(results)]
+            if not unit.is_warm:
+                cmd += ["--arm", unit.arm, "--seed", str(unit.seed)]
+            if args.quick:
+                cmd.append("--quick")
+            log = open(logs / (unit.label.replace("/", "__") + ".log"), "a")
+            print(f"{time.strftime('%H:%M:%S')} {unit.label}: started", flush=True)
+            running[unit] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if not running and todo and not elsewhere:   # nothing can start: only units of
+            break                                    # failed cells left
+        todo = [u for u in todo if not grid.is_done(u, results)]   # filed elsewhere
+        time.sleep(2)
+    print(f"{len(failed)} failed: {', '.join(u.label for u in failed)}" if failed else "all done",
+          flush=True)
+    return 1 if failed else 0
+
+
+def cmd_unit(args) -> int:
+    from corridor_map.runner import run_unit
+    cell = grid.parse_cell(args.cell[0] if isinstance(args.cell, list) else args.cell)
+    if (args.arm is None) != (args.seed is None):
+        raise ValueError("--arm and --seed: give both (an RL run) or neither (the warm start)")
+    if args.arm is not None and args.arm not in grid.ARMS:
+        raise ValueError(f"--arm: expected one of {', '.join(grid.ARMS)}, got {args.arm!r}")
+    unit = grid.Unit(cell, args.arm, args.seed)
+    run_unit(unit, Path(args.runs), Path(args.results), grid.parse_seeds(args.seeds), grid.ARMS,
+             quick=args.quick)
+    return 0
+
+
+def cmd_status(args) -> int:
+    results = Path(args.results)
+    for cell in _cells(args):
+        units = grid.cell_units(cell, grid.parse_seeds(args.seeds))
+        done = [u for u in units if grid.is_done(u, results)]
+        print(f"{cell.name:16s} {len(done):2d}/{len(units)} units filed"
+              + ("" if grid.is_done(units[0], results) else " (no warm start)"))
+    return 0
+
+
+def cmd_command(args) -> int:
+    for cell in _cells(args):
+        print(cell.compare_command(f"{args.runs}/{cell.name}", grid.parse_seeds(args.seeds)))
+    return 0
+
+
+def cmd_sft_data(args) -> int:
+    """The SFT data of every size of the grid (or of the cells given), without training:
+    the longest example against sft.max_length, the lamp turns' share of the trained
+    tokens, the demonstrations' own right-door rate (RESULTS/sft_data.md)."""
+    import tempfile
+
+    from corridor_map.runner import sft_data
+    cells = _cells(args)
+    sizes = sorted({(c.turns, c.decisive) for c in cells})
+    lines = ["# The SFT data of each size of the map (the same for a weak and a full start)", "",
+             "Made by `python benchmarks/map.py sft-data` (no SFT run): the recipe's "
+             "demonstrations and the SFT examples built from them (plain turns and a hinted "
+             "copy of every lamp turn).", "",
+             "| turns | lamps | examples | SFT steps in one pass | longest example (tokens) | "
+             "sft.max_length | examples cut | lamp share of trained tokens, plain / all (%) | "
+             "lamp share of all tokens (%) | demos' right door at a lamp (%) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for t, d in sizes:
+            x = sft_data(grid.Cell(t, d, "full"), Path(tmp))
+            lines.append(f"| {t} | {d} | {x['examples']} | {-(-x['examples'] // 16)} | "
+                         f"{x['longest']} | {x['max_length']} | {x['over_max_length']} | "
+                         f"{100 * x['plain_lamp_target_share']:.1f} / "
+                         f"{100 * x['lamp_target_share']:.1f} | {100 * x['lamp_token_share']:.1f} "
+                         f"| {100 * x['demo_right_door']:.1f} |")
+            print(lines[-1], flush=True)
+    path = Path(args.results) / "sft_data.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    print(f"written: {path}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from corridor_map.report import write_report
+    path = write_report(Path(args.results), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
+    print(path.read_text())
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    for name in ("run", "unit", "status", "command", "report", "sft-data"):
+        q = sub.add_parser(name)
+        q.add_argument("--cell", action="append", default=[], help="a cell (repeatable)")
+        q.add_argument("--seeds", default=",".join(map(str, grid.SEEDS)))
+        q.add_argument("--runs", default="/work/runs/map")
+        q.add_argument("--results", default=str(HERE / "results" / "map"))
+        if name == "run":
+            q.add_argument("--jobs", type=int, default=2)
+            q.add_argument("--nice", type=int, default=10)
+            q.add_argument("--max-units", type=int, default=None)
+            q.add_argument("--warm-only", action="store_true")
+        if name in ("run", "unit"):
+            q.add_argument("--quick", action="store_true",
+                           help="the compare's --quick sizes: a smoke test of the machinery")
+        if name == "unit":
+            q.add_argument("--arm", default=None)
+            q.add_argument("--seed", type=int, default=None)
+        if name == "report":
+            q.add_argument("--figures", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        if a.what == "unit" and len(a.cell) != 1:
+            raise ValueError("--cell: `unit` takes exactly one cell")
+        return {"run": cmd_run, "unit": cmd_unit, "status": cmd_status,
+                "command": cmd_command, "report": cmd_report, "sft-data": cmd_sft_data}[a.what](a)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
