@@ -39,6 +39,17 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
+    def check_report(self, path: Optional[str], key: str, heading: str) -> None:
+        """An option naming a text report (``--out``): unset, or a file this script may
+        write (``check_output``; an existing one must start with ``heading``); else a
+        one-line usage error (exit 2)."""
+        if path is None:
+            return
+        try:
+            check_output(path, key, starts_with(heading))
+        except ValueError as exc:
+            self.error(str(exc))
+
 
 def positive_int(text: str) -> int:
     try:

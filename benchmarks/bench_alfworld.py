@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import Parser, check_output, guarded, positive_int, starts_with  # noqa: E402
+from _inputs import Parser, guarded, positive_int  # noqa: E402
 HEADING = "# ALFWorld environment: measurements"
 
 
@@ -148,11 +148,7 @@ def parse(argv=None):
         ap.error(f"--real: {args.real} is not an ALFWorld data folder (no json_2.1.1 inside)")
     if args.real is None:
         args.real = str(REPO.parent / "shared" / "data" / "alfworld")
-    if args.out is not None:
-        try:
-            check_output(args.out, "--out", starts_with(HEADING))
-        except ValueError as exc:
-            ap.error(str(exc))
+    ap.check_report(args.out, "--out", HEADING)
     return args
 
 

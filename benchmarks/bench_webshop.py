@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _inputs import Parser, check_output, guarded, positive_int, starts_with  # noqa: E402
+from _inputs import Parser, guarded, positive_int  # noqa: E402
 HEADING = "# WebShop environment: measurements"
 
 
@@ -32,11 +32,7 @@ def parse(argv=None):
     ap.add_argument("--n", type=positive_int, default=200)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    if args.out is not None:
-        try:
-            check_output(args.out, "--out", starts_with(HEADING))
-        except ValueError as exc:
-            ap.error(str(exc))
+    ap.check_report(args.out, "--out", HEADING)
     return args
 
 

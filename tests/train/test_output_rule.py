@@ -12,20 +12,13 @@ from sharpo_train.errors import UsageError
 
 from train.commands.test_cli_errors import one_line_error
 from train.runs.decoy_support import snapshot
+from train.sft_support import SFT_FAST, demos
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
 FAST = ["total_steps=1", "log.progress=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=2", "eval.at_end=false",
         "checkpoint.every=1", "log.credit_every=1"]
-SFT_FAST = ["max_steps=1", "batch_size=1", "log_every=1"]
-
-
-def demos(tmp_path):
-    path = tmp_path / "demos.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": "red?"},
-                                             {"role": "assistant", "content": "go"}]}) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")

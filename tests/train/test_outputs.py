@@ -13,15 +13,8 @@ from sharpo_train.outputs import SFT_MARKER, check_out_dir, check_out_file, crea
 
 from train.runs.decoy_support import decoy, snapshot  # noqa: F401  (fixture)
 from train.commands.test_cli_errors import one_line_error
+from train.sft_support import SFT_FAST, demos
 
-SFT_FAST = ["max_steps=1", "batch_size=1", "log_every=1"]
-
-
-def demos(tmp_path):
-    path = tmp_path / "demos.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": "red?"},
-                                             {"role": "assistant", "content": "go"}]}) + "\n")
-    return str(path)
 
 
 def test_sft_refuses_a_foreign_folder_and_keeps_its_files(tmp_path, capsys, decoy):
