@@ -2,16 +2,12 @@
 out by hand: held-out gains paired by task (fractional per-task rates), training gains paired
 by seed over the --train-frac window, the share of the oracle's gain, collapses, intervals,
 pairing on common seeds, the titles of each window and the CLI's one-line errors."""
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
 
 from sharpo_train.recipes.recipe_config import parse_methods
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = "grpo,oracle,sharpo:0.2"
 RUNS = dict(zip(METHODS.split(","), parse_methods(METHODS)))     # item: (label, slug, overrides)
 SLUG = {item: slug for item, (_l, slug, _o) in RUNS.items()}
@@ -30,17 +26,6 @@ TRAIN = {"grpo": {0: [0, 0, 0.25, 0.75], 1: [0, 0.5, 0.5, 1]},
 HEADER = ("| Method | seeds | held-out (%) | vs GRPO, held-out (by task) | share of the oracle's "
           "held-out gain | late training (%) | vs GRPO, late (by seed) | share of the oracle's "
           "late gain | collapses |")
-
-
-@pytest.fixture(scope="module")
-def ceiling():
-    spec = importlib.util.spec_from_file_location("sharpo_bench_ceiling",
-                                                  os.path.join(ROOT, "benchmarks", "ceiling.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
 
 
 def make_compare(root, skip=()):

@@ -4,30 +4,16 @@ or non-compare folder and seeds that never ran printed a table of nan with exit 
 "success": null and a wrong-typed pipeline.json were TypeError tracebacks; a FIFO
 metrics.jsonl or a missing runs/ were FileNotFoundError tracebacks; an Infinity success
 printed a "100%" share; --figure /etc/x.png wrote there, and an existing file was replaced."""
-import importlib.util
 import json
 import os
 import shutil
-import sys
 
 import pytest
 
 from sharpo_train.recipes.recipe_config import parse_methods
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METHODS = "grpo,oracle"
 SLUG = {item: slug for item, (_l, slug, _o) in zip(METHODS.split(","), parse_methods(METHODS))}
-
-
-@pytest.fixture(scope="module")
-def ceiling():
-    spec = importlib.util.spec_from_file_location("sharpo_bench_ceiling_inputs",
-                                                  os.path.join(ROOT, "benchmarks", "ceiling.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
 
 
 def make(root, success=0.5, train_success=0.5):

@@ -12,16 +12,13 @@ import sys
 
 import pytest
 
+from bench_scripts import load_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(f"sharpo_bench_{name}_inputs",
-                                                  os.path.join(ROOT, "benchmarks", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(name, f"sharpo_bench_{name}_inputs")
 
 
 def one_line_exit_2(capsys, call, needle):
