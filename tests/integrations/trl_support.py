@@ -39,21 +39,19 @@ def tiny_policy(chat_template=None):
     return model, tok
 
 
-def script_sampling(model, tok, pick, seed=0):
-    """Make ``model.generate`` sample a scripted text per row: ``pick(prompt_text, rng)``
-    returns the text of the turn to emit (then eos). Only the sampling is scripted: the
-    model's own forward passes (old/teacher log-probs, the loss) are untouched. This stands
-    in for a trained policy, so groups hold both successes and failures."""
+def force_generation(model, tok, texts_for):
+    """Make ``model.generate`` emit, for each row of a call, the text ``texts_for(input_ids)``
+    gives it (then eos), through a logits processor: only the sampling is scripted, the
+    model's own forward passes (old/teacher log-probs, the loss) are untouched."""
     from transformers import LogitsProcessor, LogitsProcessorList
 
-    rng = random.Random(seed)
     orig = model.generate
 
     def generate(*args, **kwargs):
         ids = kwargs["input_ids"]
         L = ids.shape[1]
-        scripts = [tok(pick(tok.decode(row, skip_special_tokens=False), rng), add_special_tokens=False)["input_ids"]
-                   + [tok.eos_token_id] for row in ids]
+        scripts = [tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+                   for text in texts_for(ids)]
 
         class Force(LogitsProcessor):
             def __call__(self, input_ids, scores):
@@ -67,6 +65,16 @@ def script_sampling(model, tok, pick, seed=0):
 
     model.generate = generate
     return model
+
+
+def script_sampling(model, tok, pick, seed=0):
+    """Make ``model.generate`` sample a scripted text per row: ``pick(prompt_text, rng)``
+    returns the text of the turn to emit (then eos). This stands in for a trained policy,
+    so groups hold both successes and failures."""
+    rng = random.Random(seed)
+    return force_generation(
+        model, tok, lambda ids: [pick(tok.decode(row, skip_special_tokens=False), rng)
+                                 for row in ids])
 
 
 def record_steps(trainer):

@@ -10,11 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))       # tests/: integrations.*
 
-from integrations.trl_support import config, tiny_policy  # noqa: E402
+from integrations.trl_support import config, force_generation, tiny_policy  # noqa: E402
 
 SUCCESS = "<think>the door is closed</think><action>open door</action>"
 FAIL = "<think>hmm</think><action>look around</action>"
@@ -25,35 +23,20 @@ G = 4
 def scripted_by_prompt(model, tok):
     """``model.generate`` emits, for the k-th row of room i in one call, a text fixed by
     (i, k): the same completions whichever process generates the group."""
-    from transformers import LogitsProcessor, LogitsProcessorList
-
-    orig = model.generate
-
     def text_for(prompt: str, k: int) -> str:
         room = int(prompt.split("Room ")[1].split(":")[0])   # room r: 1 + r % 3 successes of 4
         return SUCCESS if k < 1 + room % 3 else (FAIL if k % 2 else NOTAG)
 
-    def generate(*args, **kwargs):
-        ids = kwargs["input_ids"]
-        L = ids.shape[1]
+    def texts_for(ids):
         seen: dict = {}
-        scripts = []
+        texts = []
         for row in ids:
             prompt = tok.decode(row, skip_special_tokens=True)
             k = seen[prompt] = seen.get(prompt, -1) + 1
-            scripts.append(tok(text_for(prompt, k), add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
+            texts.append(text_for(prompt, k))
+        return texts
 
-        class Force(LogitsProcessor):
-            def __call__(self, input_ids, scores):
-                step = input_ids.shape[1] - L
-                forced = torch.full_like(scores, float("-inf"))
-                for b, s in enumerate(scripts):
-                    forced[b, s[min(step, len(s) - 1)]] = 0.0
-                return forced
-
-        return orig(*args, logits_processor=LogitsProcessorList([Force()]), **kwargs)
-
-    model.generate = generate
+    force_generation(model, tok, texts_for)
 
 
 def main(out: Path) -> None:
