@@ -105,12 +105,13 @@ def read_text(path: str | Path, what: str) -> str:
 
 
 def loads(text: str, where: str):
+    """sharpo's own JSON reading (not JSON, nested too deeply: one line naming ``where``)."""
+    from sharpo_train.errors import UsageError
+    from sharpo_train.io import loads_json
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not JSON ({exc})") from None
-    except RecursionError:
-        raise InputError(f"{where}: JSON nested too deeply") from None
+        return loads_json(text, where)
+    except UsageError as exc:
+        raise InputError(str(exc)) from None
 
 
 def read_json(path: str | Path, what: str):
