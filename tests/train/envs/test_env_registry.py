@@ -106,12 +106,19 @@ ENV_MODULE = re.compile(r"(?:from|import)\s+(?:sharpo_train|\.+)\.?envs\.(?!base
 def test_only_an_environment_names_itself():
     """No module of the package, and no benchmark, imports an environment package, except
     the environment itself (sharpo_train/envs/<name>/) and a benchmark of that environment
-    (benchmarks/bench_<name>.py): the commands, reports and recipes go through EnvSpec."""
+    (benchmarks/bench_<name>.py, or a benchmark package benchmarks/<name>_*/): the
+    commands, reports and recipes go through EnvSpec."""
     offenders = []
     for path in sorted([*(ROOT / "sharpo_train").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):
         rel = path.relative_to(ROOT)
-        own = (rel.parts[2] if rel.parts[:2] == ("sharpo_train", "envs") and len(rel.parts) > 3
-               else path.stem[len("bench_"):] if rel.parts[0] == "benchmarks" else None)
+        if rel.parts[:2] == ("sharpo_train", "envs") and len(rel.parts) > 3:
+            own = rel.parts[2]
+        elif rel.parts[0] == "benchmarks" and len(rel.parts) > 2:
+            own = rel.parts[1].split("_")[0]            # benchmarks/corridor_map/: corridor
+        elif rel.parts[0] == "benchmarks":
+            own = path.stem[len("bench_"):]
+        else:
+            own = None
         offenders += [f"{rel}: {m.group(0)}" for m in ENV_MODULE.finditer(path.read_text())
                       if m.group(1) != own]
     assert offenders == []
