@@ -16,7 +16,7 @@ three: overrides.py.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, fields, make_dataclass
 
 from ..loops.train_config import load_config
 from ..envs.registry import DEFAULT_ENV, get_spec, recipe_envs
@@ -178,9 +178,11 @@ def parse_method(item: str) -> tuple[str, float | None]:
 class CompareConfig(DemoConfig):
     """DemoConfig plus what `sharpo compare` runs: each method with each RL seed."""
 
-    seeds: list[int] = setting(help="RL seeds, distinct, >= 0 (--seeds)",
+    seeds: list[int] = setting(help="RL seeds, distinct, >= 0 (--seeds, or demo.seeds=[..]; "
+                                    "not both)",
                                factory=lambda: [0, 1, 2])
-    methods: list[str] = setting(help="methods compared, NAME[:value][@key=value] (--methods)",
+    methods: list[str] = setting(help="methods compared, NAME[:value][@key=value] "
+                                 "(--methods, or demo.methods=[..]; not both)",
                                  factory=lambda: ["grpo", "sharpo:0.2", "sharpo:0.05"])
 
     def validate(self) -> None:
@@ -202,24 +204,26 @@ def _no_empty_item(option: str, text: str) -> None:
                           f"single commas")
 
 
-def parse_seeds(text: str) -> list[int]:
-    """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0)."""
-    _no_empty_item("--seeds", text)
-    s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix="--")
-    return validate_settings(s, prefix="--").seeds
+def parse_seeds(text: str, prefix: str = "--") -> list[int]:
+    """`--seeds 0,1,2` -> [0, 1, 2] (CompareConfig.seeds: distinct integers >= 0); errors
+    name ``prefix + "seeds"`` (``--seeds``, or ``demo.seeds`` where that gave them)."""
+    _no_empty_item(f"{prefix}seeds", text)
+    s = apply_overrides(CompareConfig(), {"seeds": OverrideText(text)}, prefix=prefix)
+    return validate_settings(s, prefix=prefix).seeds
 
 
-def parse_methods(text: str) -> list[tuple[str, str, list[str]]]:
+def parse_methods(text: str, prefix: str = "--") -> list[tuple[str, str, list[str]]]:
     """`--methods grpo,sharpo:0.2` -> [(label, slug, trainer overrides)] (CompareConfig.methods).
-    Two arms that are one run (the same run folder: ``grpo,grpo``) are a ConfigError."""
-    _no_empty_item("--methods", text)
-    s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix="--")
+    Two arms that are one run (the same run folder: ``grpo,grpo``) are a ConfigError; errors
+    name ``prefix + "methods"``."""
+    _no_empty_item(f"{prefix}methods", text)
+    s = apply_overrides(CompareConfig(), {"methods": OverrideText(text)}, prefix=prefix)
     out, seen = [], {}
-    for item in validate_settings(s, prefix="--").methods:
+    for item in validate_settings(s, prefix=prefix).methods:
         name, value = parse_method(item)
         run = method_run(name, value, split_method(item)[1])
         if run[1] in seen:      # two arms that are one run: never silently collapsed
-            raise ConfigError(f"--methods: {item!r} is the same arm as {seen[run[1]]!r} "
+            raise ConfigError(f"{prefix}methods: {item!r} is the same arm as {seen[run[1]]!r} "
                               f"(run folder {run[1]}); give each method once")
         seen[run[1]] = item
         out.append(run)

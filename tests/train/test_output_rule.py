@@ -21,13 +21,6 @@ FAST = ["total_steps=1", "log.progress=false", "method=grpo",
         "checkpoint.every=1", "log.credit_every=1"]
 
 
-@pytest.fixture(scope="module")
-def done_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("done") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST]) == 0
-    return run
-
-
 def test_sft_force_never_replaces_the_folders_own_files(tmp_path, capsys):
     out = tmp_path / "mine"
     out.mkdir()

@@ -51,14 +51,6 @@ def no_hang(seconds=60):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.fixture(scope="module")
-def done_run(tmp_path_factory):
-    """A finished one-step run (checkpoint, metrics, config) to copy and damage."""
-    run = tmp_path_factory.mktemp("done") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST]) == 0
-    return run
-
-
 def copy_run(done_run, tmp_path):
     import shutil
     dst = tmp_path / "run"
@@ -194,15 +186,6 @@ def test_a_lora_rank_that_cannot_fit_is_refused_before_allocation(tmp_path, caps
                             "model.lora.rank=65536", "model.lora.targets=[q_proj,v_proj]", *FAST],
                    "model.lora.rank", "GiB", "lower model.lora.rank")
     assert not (tmp_path / "r").exists()
-
-
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory):
-    pytest.importorskip("peft")
-    run = tmp_path_factory.mktemp("lora") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST, "model.lora.rank=4",
-                 "model.lora.targets=[q_proj,v_proj]"]) == 0
-    return run
 
 
 def test_a_tampered_adapter_rank_is_checked_against_the_tensors(lora_run, tmp_path, capsys):

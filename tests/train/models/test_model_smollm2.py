@@ -76,39 +76,6 @@ def test_named_model_loads_from_the_cache(tmp_path):
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
 
 
-def test_named_model_cache_is_built_once_atomically(tmp_path, monkeypatch):
-    """Fake dequantiser: built on first use, reused after, rebuilt when the marker differs
-    (another package version), and a failed build leaves no directory behind."""
-    src = tmp_path / "pkg" / "model.gguf"
-    src.parent.mkdir()
-    src.write_bytes(b"x" * 10)
-    monkeypatch.setattr(named_mod, "named_model_source", lambda name: src)
-    calls = []
-
-    def fake(source, out):
-        calls.append(out)
-        (out / "config.json").write_text("{}")
-
-    monkeypatch.setattr(named_mod, "_dequantise_gguf", fake)
-    cache = tmp_path / "cache"
-    d1 = named_model_dir(NAME, cache)
-    d2 = named_model_dir(NAME, cache)
-    assert d1 == d2 == cache / NAME and len(calls) == 1
-    assert (d1 / "config.json").is_file()
-    src.write_bytes(b"x" * 11)                      # the package changed: rebuild
-    named_model_dir(NAME, cache)
-    assert len(calls) == 2
-    assert sorted(p.name for p in cache.iterdir()) == [NAME]   # no temp dirs left
-
-    def broken(source, out):
-        raise RuntimeError("disk full")
-
-    monkeypatch.setattr(named_mod, "_dequantise_gguf", broken)
-    with pytest.raises(RuntimeError):
-        named_model_dir(NAME, tmp_path / "cache2")
-    assert list((tmp_path / "cache2").iterdir()) == []
-
-
 def test_named_model_errors(monkeypatch):
     with pytest.raises(ValueError, match="model.path: unknown named model"):
         named_model_source("no-such-model")

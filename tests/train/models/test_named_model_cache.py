@@ -1,4 +1,5 @@
-"""The named-model cache ($SHARPO_CACHE/<name>, models/named.py) never deletes or writes
+"""The named-model cache ($SHARPO_CACHE/<name>, models/named.py) is built once, atomically,
+and rebuilt when the package's file changes; it never deletes or writes
 through what sharpo did not put there: a user's folder, a folder with a junk marker, a
 symbolic link or a file at that path is one error naming it, and stays as it was."""
 import json
@@ -76,3 +77,25 @@ def test_a_stale_copy_of_ours_and_an_empty_folder_are_rebuilt(tmp_path, fake_sou
     named_model_dir(NAME, cache)                      # ours, stale: replaced
     assert len(fake_source) == 2 and json.loads(marker.read_text())["source_bytes"] == 10
     assert sorted(p.name for p in cache.iterdir()) == [NAME]      # no temp folders left
+
+
+def test_the_cache_is_built_once_atomically(tmp_path, monkeypatch, fake_source):
+    """Built on first use, reused after, rebuilt when the package's file changes (another
+    package version), and a failed build leaves no folder behind."""
+    cache = tmp_path / "cache"
+    d1 = named_model_dir(NAME, cache)
+    d2 = named_model_dir(NAME, cache)
+    assert d1 == d2 == cache / NAME and len(fake_source) == 1
+    assert (d1 / "config.json").is_file()
+    (tmp_path / "model.gguf").write_bytes(b"x" * 11)      # the package changed: rebuild
+    named_model_dir(NAME, cache)
+    assert len(fake_source) == 2
+    assert sorted(p.name for p in cache.iterdir()) == [NAME]   # no temp folders left
+
+    def broken(source, out):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(named_mod, "_dequantise_gguf", broken)
+    with pytest.raises(RuntimeError):
+        named_model_dir(NAME, tmp_path / "cache2")
+    assert list((tmp_path / "cache2").iterdir()) == []

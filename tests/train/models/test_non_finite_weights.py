@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from sharpo_train.cli import main
-
 from train.commands.test_cli_errors import one_line_error as _one_line_error
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,22 +17,6 @@ SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
 FAST = ["total_steps=1", "log.progress=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=2", "eval.at_end=false",
         "checkpoint.every=1"]
-
-
-@pytest.fixture(scope="module")
-def done_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("plain") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST]) == 0
-    return run
-
-
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory):
-    pytest.importorskip("peft")
-    run = tmp_path_factory.mktemp("lora") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST, "model.lora.rank=4",
-                 "model.lora.targets=[q_proj,v_proj]"]) == 0
-    return run
 
 
 def one_line_error(capsys, argv, *needles) -> str:

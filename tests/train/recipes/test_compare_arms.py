@@ -62,3 +62,38 @@ def test_forty_settings_in_one_arm_give_a_short_run_folder(tmp_path):
     a = parse_methods("grpo@optim.lr=" + "0" * 300 + "1e-3")[0][1]
     b = parse_methods("grpo@optim.lr=" + "0" * 300 + "2e-3")[0][1]
     assert a != b
+
+
+def _printed_compare(capsys, argv) -> dict:
+    """The demo.* section `sharpo compare ... --print-config` prints."""
+    import yaml
+    from sharpo_train.cli import main
+    assert main(["compare", *argv, "--print-config"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_demo_seeds_and_methods_are_the_runs_not_silently_replaced(tmp_path, capsys):
+    """`demo.seeds=[0,5]` once printed as set and then ran the default seeds 0,1,2."""
+    run = ["--run-dir", str(tmp_path / "c"), "--quick"]
+    printed = _printed_compare(capsys, run + ["demo.seeds=[0,5]", "demo.methods=[grpo]"])
+    assert printed["demo"]["seeds"] == [0, 5] and printed["demo"]["methods"] == ["grpo"]
+    assert set(printed["runs"]) == {"runs/grpo-seed0", "runs/grpo-seed5"}
+    assert printed["train"]["run_dir"].endswith("runs/grpo-seed0")
+    printed = _printed_compare(capsys, run + ["--seeds", "3", "--methods", "sharpo:0.2"])
+    assert printed["demo"]["seeds"] == [3] and printed["demo"]["methods"] == ["sharpo:0.2"]
+    printed = _printed_compare(capsys, run)                  # neither: the defaults
+    assert printed["demo"]["seeds"] == [0, 1, 2]
+    assert printed["demo"]["methods"] == ["grpo", "sharpo:0.2", "sharpo:0.05"]
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["demo.seeds=[0,5]", "--seeds", "1"], ("demo.seeds", "--seeds", "one of the two")),
+    (["demo.methods=[grpo]", "--methods", "grpo"], ("demo.methods", "--methods")),
+    (["demo.seeds=[0,0]"], ("demo.seeds", "distinct")),
+    (["demo.methods=[grpo,grpo]"], ("demo.methods", "same arm")),
+])
+def test_seeds_and_methods_from_demo_are_checked_and_named(tmp_path, capsys, argv, needles):
+    one_line_error(capsys, ["compare", "--run-dir", str(tmp_path / "c"), "--quick", *argv,
+                            "--print-config"], *needles)
+    assert not (tmp_path / "c").exists()

@@ -4,10 +4,6 @@ wrote among the run's own files (probe round of inputs round four)."""
 import os
 from pathlib import Path
 
-import pytest
-
-from sharpo_train.cli import main
-
 from train.commands.test_cli_errors import one_line_error
 from train.runs.decoy_support import snapshot
 
@@ -16,13 +12,6 @@ SMOKE = str(ROOT / "configs" / "synthetic_smoke.yaml")
 FAST = ["total_steps=1", "log.progress=false", "method=grpo",
         "rollout.max_new_tokens=8", "rollout.max_turns=3", "eval.at_end=false",
         "checkpoint.every=1"]
-
-
-@pytest.fixture(scope="module")
-def done_run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("nested") / "run"
-    assert main(["train", "--config", SMOKE, f"run_dir={run}", *FAST]) == 0
-    return run
 
 
 def test_a_run_inside_a_run_is_refused(done_run, capsys):
