@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .grid import ARMS, SEEDS, Cell, declared_order, is_cell_name, parse_cell
+from .grid import ARMS, SEEDS, TESTED, Cell, declared_order, is_cell_name, parse_cell
 from .stats import cell_summary
 
 
@@ -63,6 +63,33 @@ def gains_row(s: dict) -> str:
                                    if all(x == x for x in sh) else "n/a")
     return f"| {c.name} | " + " | ".join(parts) + f" | {share} | **{s['verdict']}** |"
 
+
+def diag_row(s: dict) -> str:
+    a = s["arms"]
+
+    def num(arm, name, fmt="{:.2f}"):
+        x = a[arm]["diag"].get(name)
+        return "n/a" if x is None else fmt.format(x)
+    auc = " / ".join(num(arm, "auc") for arm in ARMS)
+    return (f"| {s['cell'].name} | {auc} | {num(TESTED, 'coverage', '{:.0%}')} | "
+            f"{num(TESTED, 'clipped', '{:.0%}')} | {num(TESTED, 'weight_min')} / "
+            f"{num(TESTED, 'weight_max')} | {s['verdict']} |")
+
+
+DIAG_TEXT = (
+    "Not part of the declared reading (this table was added after the first three cells "
+    "were seen, to say which part of the formula stops SHARPO where it does not help). From "
+    "each run's per-step metrics, averaged over its steps, then over its seeds: the credit "
+    "AUC (docs/credit_quality.md: in the failed rollouts, does a wrong door at a lamp get "
+    "more blame than a right one? GRPO 0.5 by construction; the AUC pairs the turns of a "
+    "failed rollout, the oracle credits by the sign of A_i, and the two differ where a "
+    "failed rollout has A_i > 0 because its group's others scored lower, e.g. under the "
+    "format penalty: there the oracle's AUC is below 1); SHARPO's "
+    "teacher coverage (the share of the rollouts that had a successful peer, so a teacher); "
+    "the share of its segments whose squashed gap hit the bound alpha; its segment weights "
+    "w per step, lowest / highest (bounds 1 - alpha, 1 + alpha). At lambda 0.2 and alpha "
+    "0.5 the token multiplier (1 - lambda) + lambda * rho * w stays within 0.9-1.1 of GRPO's "
+    "advantage for a segment of average length (rho = 1; docs/method.md §4).")
 
 FRESH_SEEDS = (5, 6, 7, 8, 9)
 
@@ -161,6 +188,11 @@ def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
               "SHARPO's share of the oracle's gain | reading |",
               "|---|---|---|---|---|---|---|---|---|"]
     lines += [gains_row(s) for s in done]
+    lines += ["", "## Credit diagnostics", "", DIAG_TEXT, "",
+              "| cell | credit AUC G / S / O | SHARPO teacher coverage | SHARPO segments "
+              "clipped | SHARPO w per step, lowest / highest | reading |",
+              "|---|---|---:|---:|---|---|"]
+    lines += [diag_row(s) for s in done]
     lines += checks_lines(results, done)
     if figures:
         from .figures import draw

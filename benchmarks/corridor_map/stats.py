@@ -10,6 +10,9 @@ and by seed (the runs' rates paired seed by seed), and the late-training gain by
 with a 95% percentile bootstrap (10,000 resamples, generator seed 0: the method of
 benchmarks/ceiling.py); the share of the oracle's held-out gain that SHARPO captures (the
 ratio of the mean by-task gains on the seeds all three arms ran, tasks resampled jointly).
+Beside them, not part of the reading, the credit diagnostics each run logged per step
+(``DIAGNOSTICS``: the credit AUC against the corridor's exact lamp labels, SHARPO's teacher
+coverage, clipped segments and weight range), averaged over steps, then over seeds.
 
 The declared reading (RESULTS.md, "Where SHARPO helps"): a cell counts as "SHARPO helps"
 only when SHARPO and GRPO both finished every one of the cell's seeds and the by-seed 95%
@@ -52,8 +55,8 @@ def boot(diff: np.ndarray, base: np.ndarray | None = None, n_boot: int = N_BOOT,
     return float(diff.mean()), float(lo), float(hi), float(ratio), float(rlo), float(rhi)
 
 
-def late_success(metrics_path: Path, frac: float = 0.5):
-    """Mean training success over the last ``frac`` of the run's steps (None: no steps)."""
+def train_rows(metrics_path: Path) -> list[dict]:
+    """The run's training rows (metrics.jsonl, ``kind`` train), in step order."""
     rows = []
     for line in Path(metrics_path).read_text().splitlines():
         if not line.strip():
@@ -64,16 +67,38 @@ def late_success(metrics_path: Path, frac: float = 0.5):
             continue                        # a torn last line of a killed run
         if row.get("kind", "train") == "train" and "success" in row and "step" in row:
             rows.append(row)
-    xs = [float(r["success"]) for r in sorted(rows, key=lambda r: r["step"])]
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def late_success(metrics_path: Path, frac: float = 0.5):
+    """Mean training success over the last ``frac`` of the run's steps (None: no steps)."""
+    xs = [float(r["success"]) for r in train_rows(metrics_path)]
     if not xs:
         return None
     k = max(1, math.ceil(round(len(xs) * frac, 9)))
     return sum(xs[-k:]) / k
 
 
+# The credit diagnostics (RESULTS/map.md "Credit diagnostics"; not part of the reading):
+# per run the mean over its training steps of each metric that the step logged.
+DIAGNOSTICS = {"auc": "credit_quality/auc", "coverage": "sharpo/teacher_coverage",
+               "clipped": "sharpo/clipped_frac", "weight_min": "sharpo/weight_min",
+               "weight_max": "sharpo/weight_max"}
+
+
+def step_means(metrics_path: Path, keys=DIAGNOSTICS) -> dict:
+    """{name: mean over the training steps that logged ``keys[name]`` (a number), or None}."""
+    rows = train_rows(metrics_path)
+    out = {}
+    for name, key in keys.items():
+        xs = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        out[name] = sum(xs) / len(xs) if xs else None
+    return out
+
+
 def load_runs(folder: Path, arm: str, seeds=SEEDS) -> dict[int, dict]:
-    """{seed: {"held", "per_task", "late", "seconds"}} of the arm's filed runs in a cell's
-    results folder (a run counts when its unit.json is there)."""
+    """{seed: {"held", "per_task", "late", "seconds", "diag"}} of the arm's filed runs in a
+    cell's results folder (a run counts when its unit.json is there)."""
     out = {}
     slug = arm_slug(arm)
     for k in seeds:
@@ -83,7 +108,8 @@ def load_runs(folder: Path, arm: str, seeds=SEEDS) -> dict[int, dict]:
         unit = json.loads((d / UNIT_FILE).read_text())
         ev = json.loads((d / "eval.json").read_text())
         out[k] = {"held": float(ev["success"]), "per_task": ev.get("per_task") or {},
-                  "late": late_success(d / "metrics.jsonl"), "seconds": unit.get("seconds")}
+                  "late": late_success(d / "metrics.jsonl"), "seconds": unit.get("seconds"),
+                  "diag": step_means(d / "metrics.jsonl")}
     return out
 
 
@@ -167,10 +193,14 @@ def cell_summary(results: Path, cell: Cell, seeds=SEEDS, arms=ARMS) -> dict | No
         held = [x["held"] for x in r.values()]
         late = [x["late"] for x in r.values() if x["late"] is not None]
         secs = [x["seconds"] for x in r.values() if x["seconds"] is not None]
+        diag = {}
+        for name in DIAGNOSTICS:        # mean over the runs of each run's step mean
+            xs = [x["diag"][name] for x in r.values() if x["diag"][name] is not None]
+            diag[name] = float(np.mean(xs)) if xs else None
         out["arms"][arm] = {"seeds": sorted(r), "held": float(np.mean(held)) if held else None,
                             "late": float(np.mean(late)) if late else None,
                             "collapses": sum(h < w for h in held),
-                            "seconds": float(np.mean(secs)) if secs else None}
+                            "seconds": float(np.mean(secs)) if secs else None, "diag": diag}
     out["sharpo_vs_grpo"] = gain(runs[TESTED], runs[REFERENCE])
     out["oracle_vs_grpo"] = gain(runs[ORACLE], runs[REFERENCE])
     out["share"] = share(runs[TESTED], runs[ORACLE], runs[REFERENCE])

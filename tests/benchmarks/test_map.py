@@ -211,6 +211,37 @@ def test_late_success_skips_eval_rows_and_a_torn_line(tmp_path):
     assert stats.late_success(p, 1.0) == pytest.approx(0.5)
 
 
+def test_step_means_of_the_credit_diagnostics(tmp_path):
+    """Mean over the training steps that logged a number (None and missing skipped, eval rows
+    and a torn line ignored); None when no step logged it."""
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"step": 1, "kind": "train", "success": 0, "credit_quality/auc": 0.6, '
+                 '"sharpo/teacher_coverage": 0.5}\n'
+                 '{"step": 2, "kind": "train", "success": 0, "credit_quality/auc": null}\n'
+                 '{"step": 3, "kind": "train", "success": 0, "credit_quality/auc": 0.9, '
+                 '"sharpo/teacher_coverage": 0.25}\n'
+                 '{"step": 3, "kind": "eval", "credit_quality/auc": 0.0}\n{"step": 4, "cr')
+    m = stats.step_means(p)
+    assert m["auc"] == pytest.approx(0.75) and m["coverage"] == pytest.approx(0.375)
+    assert m["clipped"] is None and m["weight_max"] is None
+
+
+def test_credit_diagnostics_in_the_summary_and_report(tmp_path):
+    c = _cell_by_hand(tmp_path)
+    for k, auc in enumerate((0.6, 0.8, 0.7, 0.7, 0.7)):       # SHARPO's runs: mean 0.7
+        f = tmp_path / c.name / f"sharpo-lam0.2-seed{k}" / "metrics.jsonl"
+        f.write_text(f.read_text() + json.dumps({
+            "step": 9, "kind": "train", "success": 0.5, "credit_quality/auc": auc,
+            "sharpo/teacher_coverage": 0.4, "sharpo/clipped_frac": 0.1,
+            "sharpo/weight_min": 0.6, "sharpo/weight_max": 1.4}) + "\n")
+    s = stats.cell_summary(tmp_path, c)
+    d = s["arms"]["sharpo:0.2"]["diag"]
+    assert d["auc"] == pytest.approx(0.7) and d["coverage"] == pytest.approx(0.4)
+    assert s["arms"]["grpo"]["diag"]["auc"] is None
+    text = report.write_report(tmp_path).read_text()
+    assert "| t10-d3-full | n/a / 0.70 / n/a | 40% | 10% | 0.60 / 1.40 | helps |" in text
+
+
 def test_boot_checks_and_ratio():
     m, lo, hi = stats.boot(np.array([1.0, 1.0, 1.0]))
     assert (m, lo, hi) == (1.0, 1.0, 1.0)
