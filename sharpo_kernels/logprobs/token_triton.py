@@ -115,6 +115,21 @@ def _token_fwd_kernel(x_ptr, stride_x, labels_ptr, logp_ptr, ent_ptr, m_ptr, log
 
 
 @triton.jit
+def _softmax_grad(x, ref, scale, log2s, coef_a, coef_b, NEED_ENTROPY: tl.constexpr):
+    """The backward's value at logits ``x`` (fp32, any shape), without the label's onehot
+    term: p * (coef_a + coef_b * log2 p), p = exp2(a), a = (x - ref) * scale - log2s =
+    log2 of the softmax (coef_b = 0 without entropy). Inlined: the same SASS as written out
+    in each loop."""
+    a = (x - ref) * scale - log2s
+    if NEED_ENTROPY:
+        a = tl.maximum(a, -256.0)                 # exp2 = 0 there in fp32; no 0 * -inf
+        g = tl.exp2(a) * (coef_a + coef_b * a)
+    else:
+        g = tl.exp2(a) * coef_a
+    return g
+
+
+@triton.jit
 def _token_bwd_kernel(x_ptr, stride_x, labels_ptr, m_ptr, logs_ptr, ent_ptr, glp_ptr, gent_ptr,
                       grad_ptr, stride_g, V, scale, inv_t, ignore_index,
                       NEED_ENTROPY: tl.constexpr, BLOCK_V: tl.constexpr):
@@ -139,32 +154,17 @@ def _token_bwd_kernel(x_ptr, stride_x, labels_ptr, m_ptr, logs_ptr, ent_ptr, glp
             coef_b = -g_ent * 0.6931471805599453 * inv_t
         for v0 in range(0, v_full, BLOCK_V):      # whole blocks: no mask
             x = tl.load(x_row + v0 + cols0).to(tl.float32)
-            a = (x - ref) * scale - log2s
-            if NEED_ENTROPY:
-                a = tl.maximum(a, -256.0)
-                g = tl.exp2(a) * (coef_a + coef_b * a)
-            else:
-                g = tl.exp2(a) * coef_a
+            g = _softmax_grad(x, ref, scale, log2s, coef_a, coef_b, NEED_ENTROPY)
             tl.store(g_row + v0 + cols0, g.to(grad_ptr.dtype.element_ty))
         if v_full < V:                            # the ragged tail, masked
             cols = v_full + cols0
             x = tl.load(x_row + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
-            a = (x - ref) * scale - log2s
-            if NEED_ENTROPY:
-                a = tl.maximum(a, -256.0)
-                g = tl.exp2(a) * (coef_a + coef_b * a)
-            else:
-                g = tl.exp2(a) * coef_a
+            g = _softmax_grad(x, ref, scale, log2s, coef_a, coef_b, NEED_ENTROPY)
             tl.store(g_row + cols, g.to(grad_ptr.dtype.element_ty), mask=cols < V)
         # the onehot term: the label's element once more, after every store of the loop
         tl.debug_barrier()
         x_y = tl.load(x_row + label).to(tl.float32)
-        a_y = (x_y - ref) * scale - log2s
-        if NEED_ENTROPY:
-            a_y = tl.maximum(a_y, -256.0)
-            g_y = tl.exp2(a_y) * (coef_a + coef_b * a_y) + g_lp * inv_t
-        else:
-            g_y = tl.exp2(a_y) * coef_a + g_lp * inv_t
+        g_y = _softmax_grad(x_y, ref, scale, log2s, coef_a, coef_b, NEED_ENTROPY) + g_lp * inv_t
         tl.store(g_row + label, g_y.to(grad_ptr.dtype.element_ty))
     else:                                         # ignored row: a zero gradient
         zero = tl.zeros((BLOCK_V,), grad_ptr.dtype.element_ty)
