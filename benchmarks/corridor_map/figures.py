@@ -48,7 +48,9 @@ def draw(results: Path, summaries, complete: int) -> list[str]:
             for j in range(vals.shape[1]):
                 text = ("not run" if n[i, j] == 0 else f"{vals[i, j]:+.1f}\n[{lo[i, j]:+.1f}, "
                         f"{hi[i, j]:+.1f}]\n({n[i, j]} seeds)")
-                ax.text(j, i, text, ha="center", va="center", fontsize=8)
+                dark = n[i, j] > 0 and abs(vals[i, j]) > 0.6 * lim     # white on dark
+                ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")
         ax.set_xticks(range(len(TURNS)), [f"{t} turns" for t in TURNS])
         ax.set_yticks(range(len(rows)), [f"{s} start, {d} lamps" for s, d in rows])
         ax.set_title(f"{title}, held-out points\n(mean over seeds [95% by seed])", fontsize=10)
