@@ -1,6 +1,6 @@
 """Benchmark: scoring one GRPO group, shared-prefix against naive separate forwards (CPU).
 
-Shape (issue 4): G = 8 rollouts of one task; prompt ~500 tokens, hint ~1000, responses
+Shape: G = 8 rollouts of one task; prompt ~500 tokens, hint ~1000, responses
 ~2000. The group has 8 student rows (prompt | response) and 8 teacher rows
 (prompt + hint | response) using 2 distinct hints (two successful peers). Both methods
 score exactly the same 16 x 2000 response tokens with `tree_logprobs` (body forward +

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The shapes of issue 34 / docs/gpu_kernels.md: Qwen2.5 and Llama-style heads.
+# The shapes of docs/gpu_kernels.md: Qwen2.5 and Llama-style heads.
 N_TOKENS = 8192
 VOCABS = (151936, 32000)
 HIDDENS = (896, 4096)

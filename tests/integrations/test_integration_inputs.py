@@ -1,4 +1,4 @@
-"""Bad inputs to the integrations (issue 22): TRL's SharpoConfig and verl's settings refuse
+"""Bad inputs to the integrations: TRL's SharpoConfig and verl's settings refuse
 non-finite or mistyped values naming the field (an infinite tau or rho_max or a NaN
 threshold would silently give plain GRPO); verl's adapter refuses a float has_teacher,
 float segment ids and non-finite rewards with TypeError/ValueError naming the tensor."""

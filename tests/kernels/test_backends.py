@@ -106,7 +106,7 @@ def test_available_backends_names_a_bad_op():
         available_backends(1)
 
 
-# --- the automatic choice on a GPU the native module has no code for (issue 35 item 4) ---
+# --- the automatic choice on a GPU the native module has no code for ---
 # Faked on CPU: a stand-in `_sharpo_native` (its compiled architecture list and runtime probe)
 # and a stand-in device capability.
 

@@ -1,5 +1,5 @@
 """Non-finite inputs to token_logprobs / linear_logprobs (docs/api.md, "Non-finite inputs";
-issue 22): with check_finite (the default for CPU tensors) a scored row holding NaN or
+docs/api.md, "Bad input"): with check_finite (the default for CPU tensors) a scored row holding NaN or
 +inf is a ValueError naming the argument and the row; -inf entries (masked tokens) and
 rows at ignore_index are allowed; check_finite=False gives NaN out, as documented."""
 import math

@@ -55,7 +55,7 @@ def bad_cases():
         ("mask-shape", "response_mask", ValueError, lambda b: b.update(response_mask=b["response_mask"].t())),
         ("traj-shape", "traj_index", ValueError, lambda b: b.update(traj_index=b["traj_index"][:1])),
         ("traj-float", "traj_index", ValueError, lambda b: b.update(traj_index=b["traj_index"].float())),
-        ("all-meta", "teacher_logp", ValueError,      # no data to read (issue 16, item 10)
+        ("all-meta", "teacher_logp", ValueError,      # no data to read
          lambda b: b.update({k: v.to("meta") for k, v in b.items() if isinstance(v, torch.Tensor)})),
         # data rules
         ("ids-below-minus-one", "segment_ids", ValueError, lambda b: _set(b, "segment_ids", (0, 2), -2)),

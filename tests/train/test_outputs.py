@@ -1,7 +1,6 @@
 """Every output a command writes outside a run (docs/run_directory.md, "Outputs of every
-command"): `sharpo sft --out` never deletes what it did not write (issue 27, cases 1 and
-11), output files need --force to be replaced (case 16), two evaluations of one run
-always leave two files (case 2). A decoy folder outside must stay byte-identical."""
+command"): `sharpo sft --out` never deletes what it did not write, output files need
+--force to be replaced, two evaluations of one run always leave two files. A decoy folder outside must stay byte-identical."""
 import json
 import os
 

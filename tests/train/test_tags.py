@@ -1,5 +1,5 @@
 """tags.tag_spans: the spans of ``<tag>(.*?)</tag>`` (DOTALL | IGNORECASE) found in one
-linear scan (issue 22 probe: a reply of many ``<action>`` with no closing tag made the
+linear scan (a probe: a reply of many ``<action>`` with no closing tag made the
 regex quadratic, 64k characters in 30 s), and the parsers that use it."""
 import random
 import re

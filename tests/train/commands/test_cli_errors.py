@@ -1,4 +1,4 @@
-"""`sharpo` user errors (issue 10 "the CLI as users meet it", issue 16 items 2, 4, 5, 7):
+"""`sharpo` user errors (the CLI as users meet it):
 one line on stderr, exit status 2, no traceback, nothing created; `--resume` semantics.
 
 Most cases call ``sharpo_train.cli.main`` in-process (fast); one runs the real command in a
@@ -185,7 +185,7 @@ def test_real_command_exits_2_on_a_huge_group_size(tmp_path):
 
 
 def test_resume_loads_the_run_config_and_a_finished_run_adds_no_eval(in_tmp, capsys):
-    """issue 16 items 2 and 7 on a real (tiny, synthetic) run."""
+    """The same errors on a real (tiny, synthetic) run."""
     run = in_tmp / "run"
     assert main(["train", "--config", SMOKE, f"run_dir={run}", "total_steps=1", *FAST]) == 0
     # no --config: the run's own synthetic config, not the embedded ALFWorld default

@@ -1,5 +1,5 @@
 """One spelling of the run directory on every command, `--run-dir DIR`, with the older
-spellings kept as aliases, and `--print-config` (issue 21 item 4; commands/_run_dir_arg.py,
+spellings kept as aliases, and `--print-config` (commands/_run_dir_arg.py,
 docs/training.md "Command line")."""
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""A game whose grammar renders empty text (issue 16 item 10) is played, with one warning
+"""A game whose grammar renders empty text is played, with one warning
 per game instead of silence."""
 import json
 import logging

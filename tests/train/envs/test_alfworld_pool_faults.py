@@ -1,5 +1,5 @@
 """A worker of the ALFWorld pool killed between two requests: its episodes end with a
-worker fault, not with a fresh worker's "no episode in this slot" (issue 16, item 9)."""
+worker fault, not with a fresh worker's "no episode in this slot"."""
 import os
 import signal
 

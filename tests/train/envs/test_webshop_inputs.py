@@ -1,4 +1,4 @@
-"""WebShop inputs (issue 22): the action parser is WebShop's regex without its quadratic
+"""WebShop inputs: the action parser is WebShop's regex without its quadratic
 backtracking, and ``webshop_reward`` refuses malformed values naming the argument
 (NaN/inf/negative prices are never scored)."""
 import math

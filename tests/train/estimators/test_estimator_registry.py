@@ -23,9 +23,9 @@ USER_KEYS = {"norm_std", "eps", "lam", "alpha", "tau", "rho_min", "rho_max", "ba
              "gigpo_gamma", "gigpo_step_weight", "gigpo_mode", "rlsd_lam",
              "rlsd_warmdown_steps", "rlsd_clip_eps", "opsd_coef", "sdar_coef", "sdar_beta",
              "empg_k", "empg_k_future", "empg_zeta",
-             "weight_segments",   # added by issue 20 (default "all": the method)
-             "base",              # added by issue 28 (default "grpo": the method)
-             "weight_side"}       # added by issue 29 (default "both": the method)
+             "weight_segments",   # added later (default "all": the method)
+             "base",              # added later (default "grpo": the method)
+             "weight_side"}       # added later (default "both": the method)
 
 
 @pytest.fixture

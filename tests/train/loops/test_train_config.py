@@ -97,7 +97,7 @@ def test_cli_reports_a_bad_key_without_a_traceback(capsys):
 
 
 # ---------------------------------------------------------------------------- one loader
-# (issue 10 "one config system", issue 16 item 4)
+# (one config system)
 
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Optional  # noqa: E402
@@ -369,7 +369,7 @@ def test_demo_and_compare_settings():
 
 
 # ---------------------------------------------------------------------------- Hydra-style +key / ++key
-# (issue 21 item 4): `key=value` sets a key the schema knows (an unknown key fails naming the
+# `key=value` sets a key the schema knows (an unknown key fails naming the
 # known ones), `+key=value` adds a key that is not in the config yet (refused when it is
 # there: Hydra's append), `++key=value` adds or sets.
 

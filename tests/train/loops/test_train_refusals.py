@@ -1,4 +1,4 @@
-"""`sharpo train` settings that pass the config's ranges but cannot run (issue 22): a WebShop
+"""`sharpo train` settings that pass the config's ranges but cannot run: a WebShop
 reward mode or split that does not exist, a tiny model too large for the memory free, an
 allocation that fails anyway: one line, exit status 2, and no run directory left behind."""
 import pytest

@@ -258,7 +258,7 @@ def test_eval_before_training_and_on_a_fixed_training_sample(tmp_path):
 
 
 def test_env_faults_leave_the_step_and_are_counted(tmp_path):
-    """Issue 16 item 9: episodes whose environment failed mid-episode give no rows and are
+    """Episodes whose environment failed mid-episode give no rows and are
     counted as env_faults; the healthy episodes train as usual."""
     from sharpo_train.envs.base import SerialEnvPool
     from sharpo_train.envs.synthetic import CounterEnv

@@ -1,4 +1,4 @@
-"""LoRA targets sharpo cannot train (issue 27, case 3): the output head and the embeddings
+"""LoRA targets sharpo cannot train: the output head and the embeddings
 (and any weight tied to them) are read by the fused log-prob head directly, so an adapter
 there would never train. They are refused with one line that says why, on the tiny Qwen2
 model and on other architectures (GPT-2, Llama, untied heads)."""

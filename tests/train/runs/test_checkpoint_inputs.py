@@ -1,5 +1,5 @@
 """What a checkpoint or model directory may hold (docs/run_directory.md, "Nothing executable
-is loaded", "Fallback to a complete checkpoint"; issue 22): weights load through safetensors
+is loaded", "Fallback to a complete checkpoint"): weights load through safetensors
 only (a pickle-only or pickle-sharded directory is a one-line error, never torch.load),
 deep JSON is an error naming the file, an edited state.json or a tensor of the wrong shape
 makes resume fall back to the newest checkpoint that fits, or fail naming the field."""

@@ -1,7 +1,7 @@
 """Nothing outside the run directory is written (docs/run_directory.md, "Nothing outside the
 run is written"): a `.lock`, `credit/`, `checkpoints/`, `step_N` or `metrics.jsonl` that is
 a link is refused with one line (exit 2) before anything is written, never written
-through; checkpoint rotation keeps the newest by step number (issue 22)."""
+through; checkpoint rotation keeps the newest by step number."""
 import os
 import shutil
 

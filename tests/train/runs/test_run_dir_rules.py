@@ -1,4 +1,4 @@
-"""Which folders may be a run directory (issue 22; sharpo_train/runs/run_dir.py,
+"""Which folders may be a run directory (sharpo_train/runs/run_dir.py,
 docs/run_directory.md "Which folders may be a run"): system folders and the home directory
 are refused; an existing non-empty folder that is not a sharpo run is refused instead of
 having its config.yaml / eval.json overwritten; new and empty folders and real runs (with

@@ -1,4 +1,4 @@
-"""Bounded config input (issue 22; sharpo_train/settings/bounded_yaml.py, docs/run_directory.md
+"""Bounded config input (sharpo_train/settings/bounded_yaml.py, docs/run_directory.md
 "Bounded config input"): a YAML alias bomb, a recursive alias, too deep nesting, a too big
 file or a too long expansion is refused fast, with one line and exit 2, nothing written —
 in a --config file, in the free-form env: mapping, in a run's config.yaml on --resume, and

@@ -1,5 +1,5 @@
-"""Every float setting has a range that means something, and the error says it (issue 27,
-case 9): a huge value (1e300) or a huge negative one is refused with one line naming the
+"""Every float setting has a range that means something, and the error says it: a
+huge value (1e300) or a huge negative one is refused with one line naming the
 key and its bounds, for the trainer's config (every section, every registered
 estimator's parameters, every environment's env.* floats, LoRA) and `sharpo sft`'s."""
 import dataclasses

@@ -1,4 +1,4 @@
-"""One SHARPO definition (issue 26): the coefficients stated once, in the kernel, and read
+"""One SHARPO definition: the coefficients stated once, in the kernel, and read
 by every settings class; one set of step statistics; one registry rule; defaults
 importable without triton."""
 import dataclasses
