@@ -34,6 +34,8 @@ teacher), ``sharpo/gap_mean`` and ``sharpo/weight_mean`` (over scored segments).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -49,6 +51,7 @@ from trl.data_utils import is_conversational
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, StepStatInputs, lam_zero_stats, step_stats, successful_peers
 from sharpo_train.integrations.chat_templates import enable_tool_calling
+from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
@@ -78,6 +81,24 @@ class SharpoConfig(GRPOConfig):
         check_sharpo_settings(self)
         if self.segmenter not in SEGMENTERS:
             raise ValueError(f"segmenter: expected one of {SEGMENTERS}, got {self.segmenter!r}")
+
+
+def _naming_unknown(init):
+    """The dataclass ``__init__`` with an unknown keyword named and the closest field
+    suggested (``SharpoConfig(lamda=0.2)``: "... 'lamda' (did you mean 'lam'?)"), still the
+    TypeError Python raises."""
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        known = sorted(f.name for f in dataclasses.fields(type(self)) if f.init)
+        for key in kwargs:
+            if key not in known:
+                raise TypeError(f"SharpoConfig: unknown argument {key!r}"
+                                f"{did_you_mean(key, known)}")
+        init(self, *args, **kwargs)
+    return checked
+
+
+SharpoConfig.__init__ = _naming_unknown(SharpoConfig.__init__)
 
 
 def completion_segment_ids(tokenizer, ids: list[int], turn_mask: list[int], segmenter: str = "tags") -> list[int]:

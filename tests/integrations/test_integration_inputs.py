@@ -47,6 +47,23 @@ def test_trl_sharpo_config_refuses_naming_the_field(tmp_path, field, value, exc)
         SharpoConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{field: value})
 
 
+@needs_trl
+@pytest.mark.parametrize("key, near", [("lamda", "lam"), ("Alpha", "alpha"),
+                                       ("max_hint_token", "max_hint_tokens"),
+                                       ("zzz_not_a_setting", None)])
+def test_trl_sharpo_config_names_an_unknown_argument(tmp_path, key, near):
+    import inspect
+    from sharpo_train.integrations.trl import SharpoConfig
+    with pytest.raises(TypeError) as err:
+        SharpoConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{key: 0.2})
+    msg = str(err.value)
+    assert f"unknown argument {key!r}" in msg
+    assert (f"(did you mean {near!r}?)" in msg) if near else "did you mean" not in msg
+    assert "lam" in inspect.signature(SharpoConfig).parameters     # the fields stay visible
+    assert SharpoConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none",
+                        lam=0.1).lam == 0.1
+
+
 # ------------------------------------------------------------------ verl adapter
 def _batch(**over):
     import numpy as np
