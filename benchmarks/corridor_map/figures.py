@@ -2,7 +2,8 @@
 oracle - GRPO (held-out points, by seed: the declared reading's unit) over the grid, rows
 (start, lamps) x columns (turns), an empty cell where nothing is filed and the number of
 seeds paired in each; and SHARPO's share of the oracle's gain against the warm start's
-success. Titles say PARTIAL while the grid is incomplete."""
+success (95% intervals clipped to SHARE_LIM; only the cells with a ceiling: stats.has_ceiling).
+Titles say PARTIAL while the grid is incomplete."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 from .grid import DECISIVE, STARTS, TURNS
 
 HEAT, SHARE = "map_heat.png", "map_share.png"
+SHARE_LIM = (-150.0, 250.0)     # share axis (%): 95% intervals clipped to it
 
 
 def grid_values(summaries, key: str):
@@ -60,22 +62,33 @@ def draw(results: Path, summaries, complete: int) -> list[str]:
     fig.savefig(Path(results) / HEAT, dpi=100)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    left_out = []
     for s in summaries:
         sh = s["share"]
         if sh is None or not np.isfinite(sh[0]):
             continue
-        x = 100 * s["warm"]["eval"]["success"]
-        ax.errorbar([x], [100 * sh[0]], yerr=[[100 * (sh[0] - sh[1])], [100 * (sh[2] - sh[0])]]
-                    if np.isfinite(sh[1]) and np.isfinite(sh[2]) else None,
-                    fmt="o", color="#1f6feb" if s["cell"].start == "weak" else "#b42318",
-                    capsize=3)
-        ax.annotate(s["cell"].name, (x, 100 * sh[0]), fontsize=7, xytext=(4, 4),
+        if not s.get("ceiling"):        # no ceiling to share: the ratio means nothing
+            left_out.append(s["cell"].name)
+            continue
+        x, y = 100 * s["warm"]["eval"]["success"], 100 * sh[0]
+        lo, hi = (np.clip(100 * v, *SHARE_LIM) if np.isfinite(v) else y for v in sh[1:3])
+        ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="o", capsize=3,
+                    color="#1f6feb" if s["cell"].start == "weak" else "#b42318")
+        ax.annotate(s["cell"].name, (x, y), fontsize=7, xytext=(4, 4),
                     textcoords="offset points")
+    ax.set_ylim(SHARE_LIM[0] - 10, SHARE_LIM[1] + 10)
+    if left_out:
+        fig.text(0.01, 0.01, "no ceiling (oracle - GRPO by task holds 0), not drawn: "
+                 + ", ".join(left_out), fontsize=6.5)
+    ax.plot([], [], "o", color="#1f6feb", label="weak start")
+    ax.plot([], [], "o", color="#b42318", label="full start")
+    ax.legend(fontsize=7, loc="upper right")
     ax.axhline(0, color="k", lw=0.8)
     ax.axhline(100, color="#b42318", lw=0.8, ls="--")
     ax.set_xlabel("warm start's held-out success (%)")
-    ax.set_ylabel("SHARPO's share of the oracle's gain (%)")
+    ax.set_ylabel("SHARPO's share of the oracle's gain (%),\n95% interval clipped to "
+                  f"[{SHARE_LIM[0]:.0f}, {SHARE_LIM[1]:.0f}]", fontsize=8)
     ax.set_title("Share of the ceiling vs the warm start" + tag, fontsize=9)
     fig.tight_layout()
     fig.savefig(Path(results) / SHARE, dpi=100)

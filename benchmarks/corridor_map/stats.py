@@ -154,6 +154,15 @@ def share(tested: dict, oracle: dict, ref: dict):
     return boot(np.array([pt[i] - pr[i] for i in ids]), np.array([po[i] - pr[i] for i in ids]))[3:]
 
 
+def has_ceiling(oracle_gain: dict) -> bool:
+    """Whether the oracle's by-task gain over GRPO has its 95% interval above 0: only then is
+    SHARPO's share of it a ratio worth reading (with a ceiling near 0 the ratio and its
+    interval run to any size: t20-d5-full, oracle -0.4, gave 1325%). Added after the
+    first full grid was seen; a presentation rule, not part of the reading."""
+    return bool(oracle_gain) and oracle_gain.get("by_task") is not None \
+        and oracle_gain["by_task"][1] > 0
+
+
 def verdict(g: dict, seeds=SEEDS) -> str:
     """The declared reading of SHARPO - GRPO (``gain``): "helps" (every seed of ``seeds``
     paired and the by-seed interval above 0), "hurts" (below 0), "level" (it holds 0), or
@@ -204,6 +213,7 @@ def cell_summary(results: Path, cell: Cell, seeds=SEEDS, arms=ARMS) -> dict | No
     out["sharpo_vs_grpo"] = gain(runs[TESTED], runs[REFERENCE])
     out["oracle_vs_grpo"] = gain(runs[ORACLE], runs[REFERENCE])
     out["share"] = share(runs[TESTED], runs[ORACLE], runs[REFERENCE])
+    out["ceiling"] = has_ceiling(out["oracle_vs_grpo"])
     out["verdict"] = verdict(out["sharpo_vs_grpo"], seeds)
     out["complete"] = all(len(out["arms"][a]["seeds"]) == len(seeds) for a in arms)
     return out

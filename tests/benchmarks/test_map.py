@@ -323,6 +323,42 @@ def test_report_partial(tmp_path):
     assert "(1 of 16 grid cells complete; PARTIAL)" in text and "| t10-d3-full-sft1 |" in text
 
 
+def test_share_only_under_a_ceiling(tmp_path):
+    """SHARPO's share of the oracle's gain is a ratio: shown (table and figure) only where
+    the oracle's by-task interval lies above 0; an oracle level with GRPO task by task
+    (its gain 0 on every task) has no ceiling and the row says so."""
+    from corridor_map import figures
+    c = _cell_by_hand(tmp_path)
+    assert stats.cell_summary(tmp_path, c)["ceiling"]
+    for k in range(5):      # the oracle plays every task as GRPO does
+        _file_run(tmp_path, c, "oracle", k, 0.5, {"t0": 0.5, "t1": 0.25}, train=(0, 0, 1, 1))
+    s = stats.cell_summary(tmp_path, c)
+    assert not s["ceiling"] and s["oracle_vs_grpo"]["by_task"][:3] == pytest.approx((0, 0, 0))
+    text = report.write_report(tmp_path, figures=True).read_text()
+    row = [line for line in text.splitlines() if line.startswith("| t10-d3-full |")][2]
+    assert "no ceiling (oracle - GRPO by task holds 0)" in row and "%" not in row.split("|")[-3]
+    assert (tmp_path / figures.SHARE).stat().st_size > 0
+    assert not stats.has_ceiling({}) and not stats.has_ceiling({"by_task": (0.1, -0.01, 0.2)})
+    assert stats.has_ceiling({"by_task": (0.1, 0.01, 0.2)})
+
+
+def test_added_checks_of_a_cell_that_does_not_count(tmp_path):
+    """A level cell with seeds 5-9 filed gets a row in the section of checks added after
+    looking (never in the declared checks); a cell without them gets none."""
+    c = _cell_by_hand(tmp_path, (0.3, 0.5, 0.8, 0.7, 1.0))          # level
+    assert "added after the grid" not in report.write_report(tmp_path).read_text()
+    for k in (5, 6, 7, 8, 9):
+        _file_run(tmp_path, c, "grpo", k, 0.5, {"t0": 0.5, "t1": 0.5})
+        _file_run(tmp_path, c, "sharpo-lam0.2", k, 0.4, {"t0": 0.4, "t1": 0.4})
+        _file_run(tmp_path, c, "oracle", k, 0.6, {"t0": 0.6, "t1": 0.6})
+    text = report.write_report(tmp_path).read_text()
+    assert "No cell counts" in text
+    rows = [line for line in text.splitlines() if line.startswith("| t10-d3-full | level |")]
+    assert len(rows) == 1
+    assert "-10.0 (-10.0 to -10.0); per seed -10.0, -10.0, -10.0, -10.0, -10.0 (5 seeds)" in rows[0]
+    assert rows[0].endswith("| not run |")
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "map.py"), *args],
                           capture_output=True, text=True, cwd=ROOT,
