@@ -63,7 +63,7 @@ def draw(results: Path, summaries, complete: int) -> list[str]:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    left_out = []
+    left_out, drawn = [], 0
     for s in summaries:
         sh = s["share"]
         if sh is None or not np.isfinite(sh[0]):
@@ -75,8 +75,9 @@ def draw(results: Path, summaries, complete: int) -> list[str]:
         lo, hi = (np.clip(100 * v, *SHARE_LIM) if np.isfinite(v) else y for v in sh[1:3])
         ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="o", capsize=3,
                     color="#1f6feb" if s["cell"].start == "weak" else "#b42318")
-        ax.annotate(s["cell"].name, (x, y), fontsize=7, xytext=(4, 4),
-                    textcoords="offset points")
+        ax.annotate(s["cell"].name, (x, y), fontsize=7, textcoords="offset points",
+                    xytext=(4, 4 if drawn % 2 == 0 else -10))    # neighbours' labels apart
+        drawn += 1
     ax.set_ylim(SHARE_LIM[0] - 10, SHARE_LIM[1] + 10)
     if left_out:
         fig.text(0.01, 0.01, "no ceiling (oracle - GRPO by task holds 0), not drawn: "

@@ -190,6 +190,13 @@ def write_report(results: Path, figures: bool = False, seeds=SEEDS) -> Path:
     cells += [parse_cell(n) for n in extra if n not in known]    # confirmations, other cells
     summaries = [(c, cell_summary(results, c, seeds)) for c in cells]
     done = [s for _c, s in summaries if s is not None]
+    helps = {s["cell"].name for s in done if s["verdict"] == "helps"}
+    for s in done:                 # a cell outside the grid is a check: say which kind
+        c = s["cell"]
+        if c.name not in known:
+            base = Cell(c.turns, c.decisive, c.start, 0).name
+            s["verdict"] += (" (declared check)" if base in helps else
+                             " (added check, not part of the reading)")
     complete = [s for s in done if s["complete"]]
     grid_complete = sum(1 for c, s in summaries[:16] if s is not None and s["complete"])
     lines = [f"# Where SHARPO helps: the corridor map ({grid_complete} of 16 grid cells complete"

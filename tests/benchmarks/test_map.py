@@ -359,6 +359,27 @@ def test_added_checks_of_a_cell_that_does_not_count(tmp_path):
     assert rows[0].endswith("| not run |")
 
 
+def test_second_warm_start_of_a_level_cell_is_labelled_an_added_check(tmp_path):
+    """A second warm start (SFT seed 1) filed for a cell that does not count is listed in
+    every table as an added check, never read as a cell of the grid; its numbers go in the
+    section of checks added after looking."""
+    _cell_by_hand(tmp_path, (0.3, 0.5, 0.8, 0.7, 1.0))          # level
+    c1 = Cell(10, 3, "full", 1)
+    _file_warm(tmp_path, c1, success=0.25)
+    for k in range(5):
+        _file_run(tmp_path, c1, "grpo", k, 0.5, {"t0": 0.5, "t1": 0.5})
+        _file_run(tmp_path, c1, "sharpo-lam0.2", k, 0.2, {"t0": 0.2, "t1": 0.2})
+        _file_run(tmp_path, c1, "oracle", k, 0.6, {"t0": 0.6, "t1": 0.6})
+    text = report.write_report(tmp_path).read_text()
+    gains = [line for line in text.splitlines() if line.startswith(f"| {c1.name} |")
+             and "by seed" not in line and "up /" in line]
+    assert len(gains) == 1 and gains[0].endswith(
+        "| **hurts (added check, not part of the reading)** |")
+    assert "No cell counts" in text
+    added = [line for line in text.splitlines() if line.startswith("| t10-d3-full | level |")]
+    assert len(added) == 1 and "warm start 25.0%; -30.0 (-30.0 to -30.0)" in added[0]
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "map.py"), *args],
                           capture_output=True, text=True, cwd=ROOT,
