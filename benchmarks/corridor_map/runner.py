@@ -35,6 +35,32 @@ def write_json(path: Path, obj) -> None:
     tmp.replace(path)
 
 
+def machine() -> dict:
+    """What a warm start's bits depend on besides the code (RESULTS.md, "Reproducing a
+    number"): the processor, the instruction set torch dispatches to, and the versions of
+    the packages that compute. Filed with every unit, so that a refused pairing says why."""
+    import platform
+    from importlib import metadata
+    import torch
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for name in ("torch", "transformers", "triton", "numpy", "safetensors", "tokenizers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads(), "python": platform.python_version(),
+            "packages": versions}
+
+
 def code_commit() -> str | None:
     """The commit of the code that runs: CODE_COMMIT at the repository root (a frozen copy
     made by `git archive`), else `git rev-parse HEAD` (with "+dirty" for local changes)."""
@@ -156,7 +182,8 @@ def _run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo, quick) -
               "sft_max_length": plan.sft.max_length,
               "play": play, "data": data, "diagnosis_seconds": round(time.time() - start, 1),
               "weights_sha256": sha256(out / "sft" / "model.safetensors"),
-              "random_agent": 2.0 ** -cell.decisive, "code": code_commit()}
+              "random_agent": 2.0 ** -cell.decisive, "code": code_commit(),
+              "machine": machine()}
     write_json(Unit(cell).result_path(results), record)
     echo(f"[{cell.name}/warm] filed: success {record['eval']['success']:.3f}, right door "
          f"{play['right_door']:.3f}")
@@ -189,9 +216,16 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
     out, s = plan.out, plan.settings
     got = sha256(out / "sft" / "model.safetensors")
     if got != warm["weights_sha256"]:
+        here, there = machine(), warm.get("machine")
+        made = ("an unrecorded machine" if not there else
+                f"{there['cpu']} ({there['cpu_capability']})")
         raise RuntimeError(f"{unit.cell.name}: the warm start in {out / 'sft'} is not the one "
                            f"filed in {Unit(unit.cell).result_path(results)} (sha256 {got[:12]} "
-                           f"!= {warm['weights_sha256'][:12]}); its arms cannot be paired")
+                           f"!= {warm['weights_sha256'][:12]}); its arms cannot be paired. The "
+                           f"filed one was made on {made}, this one on {here['cpu']} "
+                           f"({here['cpu_capability']}): SFT reproduces bit for bit only on the "
+                           f"same processor type and packages (RESULTS.md, 'Reproducing a "
+                           f"number')")
     [(slug, seed, folder, extra)] = compare_runs(parse_methods(unit.arm), [unit.seed])
     run_dir = out / folder
     if run_dir.exists() and not (run_dir / UNIT_FILE).is_file():
@@ -208,7 +242,7 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
         write_json(run_dir / UNIT_FILE, {
             "cell": unit.cell.spec, "arm": unit.arm, "slug": slug, "seed": seed,
             "seconds": round(time.time() - start, 1), "eval": result,
-            "weights_sha256": got, "code": code_commit()})
+            "weights_sha256": got, "code": code_commit(), "machine": machine()})
     dest = Path(results) / unit.cell.name / unit.folder
     dest.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:          # unit.json last: its presence marks the run filed

@@ -460,3 +460,27 @@ def test_figures_from_hand_made_cells(tmp_path):
     i, j = rows.index(("full", 3)), list(grid.TURNS).index(10)
     assert vals[i, j] == pytest.approx(12.0) and n[i, j] == 5 and lo[i, j] < 12 < hi[i, j]
     assert np.isnan(vals).sum() == vals.size - 1 and n.sum() == 5
+
+
+def test_machine_record_and_a_refused_pairing_names_both_machines(tmp_path, monkeypatch):
+    """An RL run whose rebuilt warm start differs from the filed one is refused before it
+    trains, and the refusal names the machine that made each (the usual cause: SFT is bit
+    for bit only on one processor type)."""
+    from types import SimpleNamespace
+    from corridor_map import runner
+    m = runner.machine()
+    assert m["cpu"] and m["cpu_capability"] and m["packages"]["torch"]
+    c = Cell(10, 3, "full")
+    out = tmp_path / "runs" / c.name
+    (out / "sft").mkdir(parents=True)
+    (out / "sft" / "model.safetensors").write_bytes(b"rebuilt here")
+    results = tmp_path / "results"
+    runner.write_json(Unit(c).result_path(results), {
+        "weights_sha256": "0" * 64,
+        "machine": {"cpu": "Some Other CPU", "cpu_capability": "AVX512"}})
+    plan = SimpleNamespace(out=out, settings=None)
+    monkeypatch.setattr(runner, "build_warm", lambda *a, **k: (plan, None, None))
+    with pytest.raises(RuntimeError, match=r"not the one filed .* made on Some Other CPU "
+                                           r"\(AVX512\), this one on "):
+        runner.run_rl(Unit(c, "grpo", 0), tmp_path / "runs", results, (0,), grid.ARMS)
+    assert not (results / c.name / "grpo-seed0").exists()
