@@ -23,7 +23,8 @@ episodes per held-out task, the format guard on every arm: the runs of
     command --cell C                        the cell's `sharpo compare` command
 
 --cell: turns=20,decisive=5,start=weak[,sft_seed=1] or t20-d5-weak[-sft1].
---runs: the run folders (default /work/runs/map, outside the repository);
+--runs: the run folders (default runs/map at the repository root, ignored by git:
+        weights and checkpoints, gigabytes; set it to another disk if you like);
 --results: the filed results (default benchmarks/results/map, in the repository).
 """
 from __future__ import annotations
@@ -179,23 +180,38 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="what", required=True)
     for name in ("run", "unit", "status", "command", "report", "sft-data"):
         q = sub.add_parser(name)
-        q.add_argument("--cell", action="append", default=[], help="a cell (repeatable)")
-        q.add_argument("--seeds", default=",".join(map(str, grid.SEEDS)))
-        q.add_argument("--runs", default="/work/runs/map")
-        q.add_argument("--results", default=str(HERE / "results" / "map"))
+        q.add_argument("--cell", action="append", default=[],
+                       help="a cell, turns=T,decisive=D,start=weak|full[,sft_seed=S] or "
+                            "tT-dD-weak|full[-sftS] (repeatable; default: every grid cell)")
+        q.add_argument("--seeds", default=",".join(map(str, grid.SEEDS)),
+                       help="RL seeds, comma-separated (default %(default)s; 5,6,7,8,9: the "
+                            "fresh-seed check)")
+        q.add_argument("--runs", default=str(ROOT / "runs" / "map"),
+                       help="run folders: warm starts' weights and RL checkpoints "
+                            "(default %(default)s, ignored by git)")
+        q.add_argument("--results", default=str(HERE / "results" / "map"),
+                       help="where finished units are filed, and read back by report "
+                            "(default %(default)s)")
         if name == "run":
-            q.add_argument("--jobs", type=int, default=2)
-            q.add_argument("--nice", type=int, default=10)
-            q.add_argument("--max-units", type=int, default=None)
-            q.add_argument("--warm-only", action="store_true")
+            q.add_argument("--jobs", type=int, default=2,
+                           help="processes at once, each OMP_NUM_THREADS=1 (default 2)")
+            q.add_argument("--nice", type=int, default=10,
+                           help="nice level of each process (default 10)")
+            q.add_argument("--max-units", type=int, default=None,
+                           help="run only the first N units left, in the declared order (default: all)")
+            q.add_argument("--warm-only", action="store_true",
+                           help="make and file the cells' warm starts only")
         if name in ("run", "unit"):
             q.add_argument("--quick", action="store_true",
                            help="the compare's --quick sizes: a smoke test of the machinery")
         if name == "unit":
-            q.add_argument("--arm", default=None)
-            q.add_argument("--seed", type=int, default=None)
+            q.add_argument("--arm", default=None,
+                           help="grpo, sharpo:0.2 or oracle (with --seed; neither: the warm "
+                                "start)")
+            q.add_argument("--seed", type=int, default=None, help="the RL seed of --arm")
         if name == "report":
-            q.add_argument("--figures", action="store_true")
+            q.add_argument("--figures", action="store_true",
+                           help="also draw map_heat.png and map_share.png")
     a = p.parse_args(argv)
     try:
         if a.what == "unit" and len(a.cell) != 1:
