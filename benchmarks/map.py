@@ -198,7 +198,8 @@ def main(argv=None) -> int:
             q.add_argument("--nice", type=int, default=10,
                            help="nice level of each process (default 10)")
             q.add_argument("--max-units", type=int, default=None,
-                           help="run only the first N units left, in the declared order (default: all)")
+                           help="run only the first N units left, in the declared order "
+                                "(default: all)")
             q.add_argument("--warm-only", action="store_true",
                            help="make and file the cells' warm starts only")
         if name in ("run", "unit"):
