@@ -338,6 +338,7 @@ def run_timings(shapes_token, shapes_linear, peaks, bounds=None) -> list:
                 except Exception as exc:  # a competitor that fails is reported, not fatal
                     row.note = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
                 rows.append(row)
+                print(f"timed {suite} {name}: {row.ms} ms {row.note or ''}", flush=True)
                 torch.cuda.empty_cache()
     for (n, h, v) in shapes_linear:
         gen = torch.Generator(device=dev).manual_seed(1)
@@ -369,6 +370,7 @@ def run_timings(shapes_token, shapes_linear, peaks, bounds=None) -> list:
                 except Exception as exc:
                     row.note = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
                 rows.append(row)
+                print(f"timed {suite} {name}: {row.ms} ms {row.note or ''}", flush=True)
                 torch.cuda.empty_cache()
     return rows
 

@@ -1,0 +1,125 @@
+"""GPU check and timing of `segment_advantage` (one call, about a minute on an H100/H200).
+
+    python benchmarks/gpu_segment.py [--out benchmarks/results/segment_advantage_gpu.md]
+
+1. Checks: every backend usable on the device ("triton", and "cuda" when the native module
+   was built with nvcc) against the "torch" backend on the same device, on fresh random
+   batches of odd shapes (fp32 and bf16 log-probs, rows without a teacher, zero
+   advantages, masked tokens, trajectories spread over rows): advantages, gap, weight,
+   length factor and segment counts, NaN where the reference has NaN.
+2. Timing: median of `triton.testing.do_bench` at B=256, L=4096, about 40 segments a row
+   (the shape of benchmarks/RESULTS.md's CPU table), per backend, with the achieved
+   bandwidth over the bytes the call must touch (its inputs read once, the [B, L]
+   advantages written once) against the device's datasheet bandwidth.
+
+Without CUDA it says so and exits with status 0; `check_backends` also runs on the CPU
+(tests/kernels/test_gpu_segment_script.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import sharpo_kernels as sk  # noqa: E402
+from sharpo_kernels import _backend  # noqa: E402
+from sharpo_kernels.segment_advantage.api import SEGMENT_ADVANTAGE_BACKENDS  # noqa: E402
+from sharpo_kernels.testing import random_batch  # noqa: E402
+
+FIELDS = ("advantages", "gap", "weight", "length_factor")
+# (B, L, segments per row, dtype, traj_groups): odd sizes, both dtypes, trajectories
+CHECK_CASES = ((37, 1001, (0, 9), torch.float32, None), (5, 4099, (1, 40), torch.bfloat16, None),
+               (64, 513, (1, 12), torch.float32, 6), (3, 17, (0, 3), torch.bfloat16, 2))
+
+
+def batch_on(device, B, L, segments, dtype, traj_groups, seed) -> dict:
+    b = random_batch(B, L, segments=segments, dtype=dtype, seed=seed, traj_groups=traj_groups)
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in b.items()}
+
+
+def check_backends(device, backends=None, seed: int = 0) -> list:
+    """[(case, backend, field, max abs error or None when NaNs differ, ok)] against the
+    torch backend on `device`, for every backend usable there but torch."""
+    if backends is None:
+        backends = [b for b in _backend.usable_backends(device, SEGMENT_ADVANTAGE_BACKENDS)
+                    if b != "torch"]
+    out = []
+    for i, (B, L, segs, dtype, traj) in enumerate(CHECK_CASES):
+        batch = batch_on(device, B, L, segs, dtype, traj, seed + i)
+        want = sk.segment_advantage(**batch, backend="torch")
+        case = f"B={B} L={L} {str(dtype).replace('torch.', '')}" + (f" traj={traj}" if traj else "")
+        for name in backends:
+            got = sk.segment_advantage(**batch, backend=name)
+            for field in FIELDS:
+                g, w = getattr(got, field).float(), getattr(want, field).float()
+                same_nan = g.shape == w.shape and bool(torch.equal(g.isnan(), w.isnan()))
+                d = (g - w).nan_to_num().abs()
+                err = (float(d.max()) if g.numel() else 0.0) if same_nan else None
+                ok = same_nan and bool((d <= 1e-5 + 1.3e-6 * w.nan_to_num().abs()).all())
+                out.append((case, name, field, err, ok))    # assert_close's fp32 tolerances
+            ok = bool(torch.equal(got.num_segments.cpu(), want.num_segments.cpu()))
+            out.append((case, name, "num_segments", 0.0 if ok else None, ok))
+    return out
+
+
+def touched_bytes(batch: dict) -> int:
+    """Bytes a call must move at least: every input tensor read once, the fp32 [B, L]
+    advantages written once."""
+    read = sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
+    B, L = batch["teacher_logp"].shape
+    return read + B * L * 4
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="gpu_segment.py", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write the markdown report here")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("gpu_segment.py: no CUDA device on this machine; nothing to run")
+        return 0
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gpu import device_peaks
+    from triton.testing import do_bench
+    dev = torch.device("cuda")
+    name = torch.cuda.get_device_name(0)
+    peaks = device_peaks(name)
+    t0 = time.time()
+    checks = check_backends(dev)
+    lines = [f"- {'ok' if ok else 'FAIL'} {case} {b} {f}: max abs err "
+             f"{'NaN pattern differs' if e is None else f'{e:.1e}'}" for case, b, f, e, ok in checks]
+    print("\n".join(lines), flush=True)
+    batch = batch_on(dev, 256, 4096, (30, 50), torch.float32, None, seed=0)
+    nbytes = touched_bytes(batch)
+    rows = []
+    for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+        ms = do_bench(lambda b=b: sk.segment_advantage(**batch, backend=b), warmup=25, rep=200,
+                      return_mode="median")
+        gbs = nbytes / ms / 1e6
+        rows.append(f"| {b} | {ms:.3f} | {gbs:.0f} | "
+                    f"{'?' if not peaks else f'{100 * gbs / peaks[0]:.1f}%'} |")
+    import triton
+    head = (f"device: {name}; torch {torch.__version__}, triton {triton.__version__}; "
+            f"native CUDA kernels: {_backend.native_has_cuda()}; {platform.node()}; "
+            f"{time.time() - t0:.0f} s\n")
+    table = ("B=256, L=4096, 30-50 segments a row, fp32 log-probs; "
+             f"{nbytes / 1e6:.1f} MB touched at least.\n\n| backend | median ms | GB/s | "
+             "of the datasheet bandwidth |\n|---|---:|---:|---:|\n" + "\n".join(rows))
+    report = head + "\nChecks (each backend against torch on the GPU):\n" + "\n".join(lines) + \
+        "\n\n" + table + "\n"
+    print(report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report)
+    return 0 if all(c[-1] for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

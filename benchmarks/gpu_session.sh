@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The prepared GPU run: one call on a lent H100/H200 (about 8 minutes), from the repository
+# root, nothing installed beyond the machine's own torch, triton and nvcc:
+#
+#     OUT=DIR bash benchmarks/gpu_session.sh
+#
+# 1. builds the native module in place with its CUDA kernels (the default architectures,
+#    setup.py) and lists the GPU code in it (cuobjdump);
+# 2. benchmarks/gpu_segment.py: segment_advantage, every GPU backend against torch, and
+#    timed (DIR/segment_advantage_gpu.md);
+# 3. benchmarks/gpu.py: the Triton log-prob kernels against the float64 reference, then
+#    timed against naive torch and the other installed implementations, next to the
+#    compiled bound (DIR/logprobs_gpu.md).
+# Each step has its own time limit, so one that hangs leaves the others' results; the whole
+# log is DIR/session.log. Exit status: the number of steps that failed.
+set -u
+OUT=${OUT:-/tmp/sharpo-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+failed=0
+step() { echo "== $* ($(date -u +%T))"; }
+{
+  step machine
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', \
+torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
+  nvcc --version | tail -n 2
+
+  step "native module (CUDA kernels, default architectures)"
+  start=$(date +%s)
+  if timeout 300 python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1; then
+    echo "built in $(( $(date +%s) - start )) s"
+    so=$(ls _sharpo_native*.so | head -n 1)
+    cuobjdump --list-elf "$so"; cuobjdump --list-ptx "$so"
+    python3 -c "import torch; from sharpo_kernels import _backend as b; print('native CUDA kernels:', \
+b.native_has_cuda(), 'runs on this GPU:', b.native_cuda_code_for(torch.device('cuda')))"
+  else
+    echo "build FAILED (rc $?), last lines of build.log:"; tail -n 25 "$OUT/build.log"
+    failed=$((failed + 1))
+  fi
+
+  step "segment_advantage on the GPU"
+  timeout 150 python3 benchmarks/gpu_segment.py --out "$OUT/segment_advantage_gpu.md" \
+    || { echo "gpu_segment.py rc $?"; failed=$((failed + 1)); }
+
+  step "log-prob kernels on the GPU"
+  timeout 330 python3 benchmarks/gpu.py --out "$OUT/logprobs_gpu.md" \
+    || { echo "gpu.py rc $?"; failed=$((failed + 1)); }
+  step "done: $failed step(s) failed"
+  exit "$failed"
+} 2>&1 | tee "$OUT/session.log"
+exit "${PIPESTATUS[0]}"
