@@ -173,7 +173,7 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
                 nv, v0, v1, h, float(temperature),
                 HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy, NEED_B=need_b,
                 DOT_FP32=dot_fp32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
-                num_warps=warps)
+                num_warps=warps, **config.launch_options())
             d = dz[:, :v1 - v0]
             if need_w and d.dtype == hv.dtype:
                 torch.mm(d.t(), hv, out=gw[v0:v1])       # fp32 accumulate, one rounding

@@ -92,11 +92,12 @@ class LinearTritonConfig:
 
     None picks the default for the device and dtype. chunk_bytes: the most bytes of the
     backward's dL/dz buffer [N_valid, Vc] (default 256 MiB); the chunk width Vc is a
-    multiple of BLOCK_V, at least one tile.
+    multiple of BLOCK_V, at least one tile. num_stages: Triton's software pipelining depth
+    for both kernels (None: Triton's default).
     """
 
     def __init__(self, block_n=None, block_v=None, block_h=None, splits=None, num_warps=None,
-                 chunk_bytes=None):
+                 chunk_bytes=None, num_stages=None):
         for name, val in (("block_n", block_n), ("block_v", block_v), ("block_h", block_h)):
             if val is not None and (val < 16 or val & (val - 1)):
                 raise ValueError(f"{name}: expected a power of two >= 16, got {val}")
@@ -106,8 +107,15 @@ class LinearTritonConfig:
                                         or not isinstance(chunk_bytes, int) or chunk_bytes < 1):
             raise ValueError(f"chunk_bytes: expected a positive int, got {chunk_bytes!r}")
         self.block_n, self.block_v, self.block_h = block_n, block_v, block_h
+        if num_stages is not None and (isinstance(num_stages, bool)
+                                       or not isinstance(num_stages, int) or num_stages < 1):
+            raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
         self.splits, self.num_warps = splits, num_warps
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes, self.num_stages = chunk_bytes, num_stages
+
+    def launch_options(self) -> dict:
+        """Triton launch options beyond num_warps: num_stages when set (else Triton's)."""
+        return {} if self.num_stages is None else {"num_stages": self.num_stages}
 
     def tiles(self, nv: int, v: int, h: int, device: torch.device,
               dtype: torch.dtype = torch.bfloat16, tf32: bool = False):
@@ -182,7 +190,7 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
-            BLOCK_H=bh, num_warps=warps)
+            BLOCK_H=bh, num_warps=warps, **config.launch_options())
     # merge the splits: rescale each partial (m, s, t) to the common max M, then add
     m = part_m.amax(0)
     _, _, s_parts, t_parts = online_lse_rescale(part_m, part_s,

@@ -63,3 +63,18 @@ def test_touched_bytes_counts_inputs_and_the_output(script):
     # teacher, student fp32 (2*8*4 each), ids int64 (2*8*8), advantages (2*4),
     # has_teacher bool (2), mask bool (2*8); written: 2*8*4
     assert script.touched_bytes(batch) == 64 + 64 + 128 + 8 + 2 + 16 + 64
+
+
+def test_tile_sweep_script_without_cuda(capsys):
+    """benchmarks/gpu_linear_tiles.py: every candidate is a valid LinearTritonConfig, and
+    without CUDA the script exits cleanly."""
+    spec = importlib.util.spec_from_file_location(
+        "sharpo_bench_gpu_linear_tiles", os.path.join(ROOT, "benchmarks", "gpu_linear_tiles.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfgs = [mod.config_of(c) for c in mod.CANDIDATES]
+    assert cfgs[0].launch_options() == {} and cfgs[1].launch_options() == {"num_stages": 3}
+    assert mod.label(mod.CANDIDATES[2]) == "128x128x64 w8 s3"
+    if not torch.cuda.is_available():
+        assert mod.main([]) == 0
+        assert "no CUDA device" in capsys.readouterr().out
