@@ -78,9 +78,29 @@ def touched_bytes(batch: dict) -> int:
     return read + B * L * 4
 
 
+def profile_backends(dev, path: str, calls: int = 10) -> None:
+    """torch.profiler tables (CPU and CUDA time per op) of `calls` calls per backend at the
+    timing shape, written to `path`: where a call's time goes (argument checks, host syncs,
+    kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+    batch = batch_on(dev, 256, 4096, (30, 50), torch.float32, None, seed=0)
+    with open(path, "w") as f:
+        for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+            for _ in range(3):
+                sk.segment_advantage(**batch, backend=b)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    sk.segment_advantage(**batch, backend=b)
+                torch.cuda.synchronize()
+            f.write(f"## backend {b}: {calls} calls\n\n")
+            f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=25) + "\n\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_segment.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
+    ap.add_argument("--profile", help="also write torch.profiler tables of each backend here")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("gpu_segment.py: no CUDA device on this machine; nothing to run")
@@ -118,6 +138,8 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w") as f:
             f.write(report)
+    if args.profile:
+        profile_backends(dev, args.profile)
     return 0 if all(c[-1] for c in checks) else 1
 
 
