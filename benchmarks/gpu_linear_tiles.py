@@ -24,10 +24,10 @@ if ROOT not in sys.path:
 import torch  # noqa: E402
 
 # (BLOCK_N, BLOCK_V, BLOCK_H, num_warps, num_stages); None: the launcher's default
-CANDIDATES = ((None, None, None, None, None), (64, 128, 64, 4, 3), (128, 128, 64, 8, 3),
-              (128, 128, 64, 4, 3), (128, 256, 64, 8, 3), (128, 128, 64, 8, 4),
-              (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (64, 256, 64, 8, 3),
-              (128, 128, 128, 8, 3), (128, 64, 64, 4, 4))
+CANDIDATES = ((None, None, None, None, None), (64, 128, 64, 8, 3), (128, 128, 64, 8, 3),
+              (64, 256, 64, 8, 3), (128, 256, 64, 8, 3), (64, 256, 64, 8, 4),
+              (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (64, 256, 128, 8, 3),
+              (128, 128, 64, 4, 3), (64, 128, 64, 4, 3))
 SHAPES = ((2048, 896, 151936), (8192, 4096, 151936))
 
 
@@ -39,7 +39,7 @@ def config_of(c):
 
 
 def label(c) -> str:
-    return "default" if c[0] is None else "x".join(map(str, c[:3])) + f" w{c[3]} s{c[4]}"
+    return "launcher default" if c[0] is None else "x".join(map(str, c[:3])) + f" w{c[3]} s{c[4]}"
 
 
 def main(argv=None) -> int:

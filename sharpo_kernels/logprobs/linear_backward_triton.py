@@ -139,7 +139,7 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
     v = weight.shape[0]
     nv = rows.numel()
     dev = hidden.device
-    bn, bv, bh, warps = config.tiles(nv, v, h, dev, hidden.dtype, tf32)
+    bn, bv, bh, warps = config.tiles(nv, v, h, dev, hidden.dtype, tf32, phase="bwd")
     dz_dtype = _dz_dtype(hidden.dtype)
     vc = config.chunk_columns(nv, v, bv, dz_dtype.itemsize)
     f32 = dict(dtype=torch.float32, device=dev)

@@ -7,7 +7,9 @@ Forward (`_linear_fwd_kernel`), grid (row tiles, vocabulary splits): each progra
 share of the vocabulary in BLOCK_V tiles, computes the [BLOCK_N, BLOCK_V] logits with
 `tl.dot` over BLOCK_H slices of H (linear_tiles.py), and carries the online statistics per
 row (m = raw max, s = sum exp(d), t = sum exp(d) d, d = (z - m) / T; see token_triton.py).
-The label's logit is picked out of the tile that holds it. The splits' partial (m, s, t)
+The label's logit comes from a second, row-wise kernel (`_label_logit_kernel`: h . W[label],
+N H reads), which keeps a [BLOCK_N, BLOCK_V] mask and its reductions out of the vocabulary
+loop: with them the wide sm_90 tiles spilled registers. The splits' partial (m, s, t)
 are merged in PyTorch (O(splits x N)); the splits give a GPU enough programs when N is small.
 
 Backward: linear_backward_triton.py (vocabulary chunks: a Triton kernel writes dL/dz for
@@ -37,8 +39,33 @@ __all__ = ["linear_logprobs_triton", "linear_logprobs_triton_forward",
 
 
 @triton.jit
-def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_ptr,
-                       part_m_ptr, part_s_ptr, part_t_ptr, xy_ptr,
+def _label_logit_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_ptr, xy_ptr,
+                        NV, H, HAS_BIAS: tl.constexpr, BLOCK_R: tl.constexpr,
+                        BLOCK_H: tl.constexpr):
+    """xy[i] = h[rows[i]] . W[lab[i]] (+ b[lab[i]]), fp32 products and sums: the label's
+    raw logit, BLOCK_R rows per program (a row-wise dot: N H reads of W, not V H)."""
+    offs = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    r_mask = offs < NV
+    rows = tl.load(rows_ptr + offs, mask=r_mask, other=0)
+    lab = tl.load(lab_ptr + offs, mask=r_mask, other=0)
+    acc = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    for h0 in range(0, H, BLOCK_H):
+        hk = h0 + tl.arange(0, BLOCK_H)
+        m2 = r_mask[:, None] & (hk < H)[None, :]
+        x = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :], mask=m2, other=0.0)
+        w = tl.load(w_ptr + lab[:, None] * stride_w + hk[None, :], mask=m2, other=0.0)
+        acc += tl.sum(x.to(tl.float32) * w.to(tl.float32), axis=1)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + lab, mask=r_mask, other=0.0).to(tl.float32)
+    tl.store(xy_ptr + offs, acc, mask=r_mask)
+
+
+_LABEL_TILES = (16, 128, 4)     # BLOCK_R, BLOCK_H, num_warps of _label_logit_kernel
+
+
+@triton.jit
+def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
+                       part_m_ptr, part_s_ptr, part_t_ptr,
                        NV, V, H, v_per_split, temperature,
                        HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
                        DOT_FP32: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -48,7 +75,6 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < NV
     rows = tl.load(rows_ptr + offs_n, mask=n_mask, other=0)
-    lab = tl.load(lab_ptr + offs_n, mask=n_mask, other=-1)
     v_lo = pid_s * v_per_split
     v_hi = tl.minimum(V, v_lo + v_per_split)
     m = tl.full((BLOCK_N,), float("-inf"), tl.float32)
@@ -60,11 +86,6 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
         z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask,
                          H, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H)
         z = tl.where(v_mask[None, :], z, float("-inf"))
-        # the label's raw logit, from the one tile that holds it
-        is_lab = cols[None, :] == lab[:, None]
-        has_lab = tl.sum(is_lab.to(tl.int32), axis=1) > 0
-        xy = tl.sum(tl.where(is_lab, z, 0.0), axis=1)
-        tl.store(xy_ptr + offs_n, xy, mask=n_mask & has_lab)
         # online (m, s, t)
         m, m_ref, s, t = online_lse_rescale_triton(m, s, t, tl.max(z, axis=1), temperature,
                                                    NEED_ENTROPY)
@@ -84,7 +105,22 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, lab_pt
 # (bf16/fp16 operands, or fp32 with allow_tf32) or IEEE fp32 on FMA units, whose operands
 # live in registers (the 64 x 128 x 64 tile needed all 255 registers and spilled).
 _GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (64, 64, 32, 8)}
+# Hopper (sm_90) tensor-core tiles per kernel, measured on an H200 (triton 3.6, bf16,
+# V=151936; benchmarks/results/linear_tiles_gpu.md): wider vocabulary tiles feed wgmma
+# better; the forward gained 1.75x at N=8192 H=4096 with 64 x 256 x 64, the backward's
+# d-logits kernel most with 128 x 256 x 64. Other archs keep _GPU_TILES (not measured).
+_SM90_MMA_TILES = {"fwd": (64, 256, 64, 8), "bwd": (128, 128, 64, 8)}
 _DEFAULT_CHUNK_BYTES = 256 << 20
+
+
+def _cuda_arch(device: torch.device):
+    """The compute capability of a CUDA device as 90, 80, ...; None when it cannot be read
+    (no GPU here: the compile specs name their arch instead)."""
+    try:
+        major, minor = torch.cuda.get_device_capability(device)
+    except (AssertionError, RuntimeError):
+        return None
+    return major * 10 + minor
 
 
 class LinearTritonConfig:
@@ -118,11 +154,20 @@ class LinearTritonConfig:
         return {} if self.num_stages is None else {"num_stages": self.num_stages}
 
     def tiles(self, nv: int, v: int, h: int, device: torch.device,
-              dtype: torch.dtype = torch.bfloat16, tf32: bool = False):
-        """(BLOCK_N, BLOCK_V, BLOCK_H, num_warps) for `dtype` inputs on `device`."""
+              dtype: torch.dtype = torch.bfloat16, tf32: bool = False, *,
+              phase: str = "fwd", arch=None):
+        """(BLOCK_N, BLOCK_V, BLOCK_H, num_warps) for `dtype` inputs on `device`, for the
+        forward kernel (phase "fwd") or the backward's d-logits kernel ("bwd"); arch: the
+        compute capability (90, 80, ...), by default the device's."""
+        if phase not in ("fwd", "bwd"):
+            raise ValueError(f"phase: expected 'fwd' or 'bwd', got {phase!r}")
         if device.type == "cuda":
             kind = "ieee" if dtype == torch.float32 and not tf32 else "mma"
-            bn0, bv0, bh0, warps0 = _GPU_TILES[kind]
+            arch = _cuda_arch(device) if arch is None else arch
+            if kind == "mma" and arch == 90 and dtype != torch.float32:   # 16-bit operands
+                bn0, bv0, bh0, warps0 = _SM90_MMA_TILES[phase]
+            else:
+                bn0, bv0, bh0, warps0 = _GPU_TILES[kind]
         else:                           # the interpreter: big tiles, fewer Python steps
             bn0, bv0, bh0, warps0 = 64, 512, 256, 4
         bn = self.block_n or max(16, min(bn0, triton.next_power_of_2(max(nv, 1))))
@@ -131,9 +176,9 @@ class LinearTritonConfig:
         return bn, bv, bh, self.num_warps or warps0
 
     def resolve(self, nv: int, v: int, h: int, device: torch.device,
-                dtype: torch.dtype = torch.bfloat16, tf32: bool = False):
+                dtype: torch.dtype = torch.bfloat16, tf32: bool = False, *, arch=None):
         """Forward launch: (BLOCK_N, BLOCK_V, BLOCK_H, splits, v_per_split, num_warps)."""
-        bn, bv, bh, warps = self.tiles(nv, v, h, device, dtype, tf32)
+        bn, bv, bh, warps = self.tiles(nv, v, h, device, dtype, tf32, arch=arch)
         n_tiles = triton.cdiv(max(nv, 1), bn)
         v_tiles = triton.cdiv(v, bv)
         if self.splits is not None:
@@ -186,11 +231,17 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
         grid = (triton.cdiv(nv, bn), splits)
         _linear_fwd_kernel[grid](
             hidden, hidden.stride(0), weight, weight.stride(0),
-            bias if bias is not None else weight, rows, lab, part_m, part_s, part_t, xy,
+            bias if bias is not None else weight, rows, part_m, part_s, part_t,
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
             BLOCK_H=bh, num_warps=warps, **config.launch_options())
+        br, bhl, lwarps = _LABEL_TILES
+        _label_logit_kernel[(triton.cdiv(nv, br),)](
+            hidden, hidden.stride(0), weight, weight.stride(0),
+            bias if bias is not None else weight, rows, lab, xy, nv, h,
+            HAS_BIAS=bias is not None, BLOCK_R=br, BLOCK_H=min(bhl, triton.next_power_of_2(h)),
+            num_warps=lwarps)
     # merge the splits: rescale each partial (m, s, t) to the common max M, then add
     m = part_m.amax(0)
     _, _, s_parts, t_parts = online_lse_rescale(part_m, part_s,
@@ -293,18 +344,33 @@ def compile_specs(arch: int):
                 for h in HIDDENS:
                     cfg = LinearTritonConfig(splits=1)  # splits shape the grid, not the binary
                     bn, bv, bh, splits, v_per_split, warps = cfg.resolve(nv, v, h, cuda,
-                                                                         dtype, tf32)
-                    vc = cfg.chunk_columns(nv, v, bv, elt)
-                    chunks = triton.cdiv(v, vc)
+                                                                         dtype, tf32, arch=arch)
                     n_tiles = triton.cdiv(nv, bn)
+                    # the backward's d-logits kernel: its own tiles (phase "bwd")
+                    bbn, bbv, bbh, bwarps = cfg.tiles(nv, v, h, cuda, dtype, tf32, phase="bwd",
+                                                      arch=arch)
+                    vc = cfg.chunk_columns(nv, v, bbv, elt)
+                    chunks = triton.cdiv(v, vc)
+                    b_tiles = triton.cdiv(nv, bbn)
                     shape = f"{dn} N={nv} V={v} H={h}"
                     common = dict(DOT_FP32=dtype == f32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
                                   BLOCK_H=bh)
+                    bcommon = dict(common, BLOCK_N=bbn, BLOCK_V=bbv, BLOCK_H=bbh)
+                    br, bhl, lwarps = _LABEL_TILES
                     for bias in (False, True):
+                        out.append(KernelVariant(
+                            _label_logit_kernel,
+                            (dtype, h, dtype, h, dtype, i64, i64, f32, nv, h),
+                            dict(HAS_BIAS=bias, BLOCK_R=br,
+                                 BLOCK_H=min(bhl, triton.next_power_of_2(h))),
+                            lwarps, 3, (triton.cdiv(nv, br),),
+                            f"linear_label {shape} bias={bias:d}{tag}",
+                            elements=nv * h, bytes=2 * nv * h * elt + 3 * 8 * nv,
+                            loop_trips=(triton.cdiv(h, min(bhl, triton.next_power_of_2(h))),)))
                         for ent in (False, True):
                             out.append(KernelVariant(
                                 _linear_fwd_kernel,
-                                (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                (dtype, h, dtype, h, dtype, i64, f32, f32, f32,
                                  nv, v, h, v_per_split, 0.7),
                                 dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent),
                                 warps, 3, (n_tiles, splits),
@@ -323,7 +389,7 @@ def compile_specs(arch: int):
                                 # cuBLAS: dz read per product, hidden / W read, grad_W written
                                 # once, grad_h (fp32) read + written per chunk
                                 nbytes = ((v * h + nv * h) * elt + nv * v * elt
-                                          + 4 * n_tiles * v * need_b
+                                          + 4 * b_tiles * v * need_b
                                           + nv * v * elt * (need_h + need_w)
                                           + need_w * (nv * h + v * h) * elt
                                           + need_h * (v * h * elt + chunks * 2 * 4 * nv * h))
@@ -331,15 +397,15 @@ def compile_specs(arch: int):
                                     _linear_dlogits_kernel,
                                     (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
                                      f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7),
-                                    dict(common, HAS_BIAS=bias, NEED_ENTROPY=ent,
+                                    dict(bcommon, HAS_BIAS=bias, NEED_ENTROPY=ent,
                                          NEED_B=bool(need_b)),
-                                    warps, 3, (n_tiles, triton.cdiv(min(v, vc), bv) * chunks),
+                                    bwarps, 3, (b_tiles, triton.cdiv(min(v, vc), bbv) * chunks),
                                     f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
                                     f"h={need_h} w={need_w} b={need_b}{tag}",
                                     elements=nv * v,
                                     mma_flops=2 * nv * v * h * (1 + need_h + need_w),
                                     bytes=nbytes, atomics=0, mufu_per_element=1.0,
-                                    loop_trips=(triton.cdiv(h, bh),),
+                                    loop_trips=(triton.cdiv(h, bbh),),
                                     extra=dict(chunk_columns=vc, chunks=chunks,
                                                cublas_flops=2 * nv * v * h * (need_h + need_w))))
     return out

@@ -73,8 +73,9 @@ out = {}
 flags = dict(HAS_BIAS=True, NEED_ENTROPY=True)
 mma, ieee = lt._GPU_TILES["mma"], lt._GPU_TILES["ieee"]
 tiles = lambda t: dict(BLOCK_N=t[0], BLOCK_V=t[1], BLOCK_H=t[2])
+sm90 = lt._SM90_MMA_TILES["bwd"]
 out["dlogits_bf16_sm90"] = compile_one(lb._linear_dlogits_kernel, "bf16",
-    dict(flags, NEED_B=True, DOT_FP32=False, TF32=False, **tiles(mma)), mma[3], 90)
+    dict(flags, NEED_B=True, DOT_FP32=False, TF32=False, **tiles(sm90)), sm90[3], 90)
 out["dlogits_fp32_sm80"] = compile_one(lb._linear_dlogits_kernel, "fp32",
     dict(flags, NEED_B=True, DOT_FP32=True, TF32=False, **tiles(ieee)), ieee[3], 80)
 out["fwd_fp32_ieee_sm80"] = compile_one(lt._linear_fwd_kernel, "fp32",
