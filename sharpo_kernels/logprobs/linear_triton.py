@@ -105,11 +105,12 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
 # (bf16/fp16 operands, or fp32 with allow_tf32) or IEEE fp32 on FMA units, whose operands
 # live in registers (the 64 x 128 x 64 tile needed all 255 registers and spilled).
 _GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (64, 64, 32, 8)}
-# Hopper (sm_90) tensor-core tiles per kernel, measured on an H200 (triton 3.6, bf16,
-# V=151936; benchmarks/results/linear_tiles_gpu.md): wider vocabulary tiles feed wgmma
-# better; the forward gained 1.75x at N=8192 H=4096 with 64 x 256 x 64, the backward's
-# d-logits kernel most with 128 x 256 x 64. Other archs keep _GPU_TILES (not measured).
-_SM90_MMA_TILES = {"fwd": (64, 256, 64, 8), "bwd": (128, 128, 64, 8)}
+# Hopper (sm_90) tensor-core tiles per kernel for 16-bit operands, measured on an H200
+# (triton 3.6, bf16, V=151936; benchmarks/results/linear_tiles_gpu.md) among the tiles that
+# compile without spills (tests/kernels/test_compiled_gpu_code.py): the forward 128 x 256 x
+# 64 (2.1x the common tile at N=8192 H=4096), the d-logits kernel 128 x 128 x 64 (128 x 256
+# spills there). Other archs keep _GPU_TILES (not measured on their GPUs).
+_SM90_MMA_TILES = {"fwd": (128, 256, 64, 8), "bwd": (128, 128, 64, 8)}
 _DEFAULT_CHUNK_BYTES = 256 << 20
 
 

@@ -191,22 +191,22 @@ def test_gpu_tiles_per_precision():
 
 def test_gpu_tiles_per_arch_and_kernel():
     """On sm_90 the tensor-core tiles are the ones measured on an H200, one per kernel
-    (forward 64 x 256 x 64, d-logits 128 x 128 x 64) for 16-bit operands; other archs, the
+    (forward 128 x 256 x 64, d-logits 128 x 128 x 64) for 16-bit operands; other archs, the
     IEEE fp32 path and TF32 keep the common tiles; an explicit block size still wins; a bad phase is refused."""
     from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
     cfg, cuda = LinearTritonConfig(), torch.device("cuda")
     bf16 = torch.bfloat16
-    assert cfg.tiles(8192, 151936, 4096, cuda, bf16, arch=90) == (64, 256, 64, 8)
+    assert cfg.tiles(8192, 151936, 4096, cuda, bf16, arch=90) == (128, 256, 64, 8)
     assert cfg.tiles(8192, 151936, 4096, cuda, bf16, phase="bwd", arch=90) == (128, 128, 64, 8)
-    assert cfg.tiles(8192, 151936, 4096, cuda, torch.float16, arch=90) == (64, 256, 64, 8)
+    assert cfg.tiles(8192, 151936, 4096, cuda, torch.float16, arch=90) == (128, 256, 64, 8)
     assert cfg.tiles(8192, 151936, 4096, cuda, torch.float32, tf32=True,
                      arch=90) == (64, 128, 64, 8)
     assert cfg.tiles(8192, 151936, 4096, cuda, bf16, phase="bwd", arch=80) == (64, 128, 64, 8)
     assert cfg.tiles(8192, 151936, 4096, cuda, torch.float32, arch=90) == (64, 64, 32, 8)
     assert LinearTritonConfig(splits=1).resolve(8192, 151936, 4096, cuda, bf16,
-                                                arch=90)[:3] == (64, 256, 64)
+                                                arch=90)[:3] == (128, 256, 64)
     assert LinearTritonConfig(block_v=128).tiles(8192, 151936, 4096, cuda, bf16,
-                                                 arch=90) == (64, 128, 64, 8)
+                                                 arch=90) == (128, 128, 64, 8)
     assert cfg.tiles(3, 40, 20, cuda, bf16, phase="bwd", arch=90) == (16, 64, 32, 8)
     assert cfg.tiles(3, 40, 20, cuda, bf16, arch=90) == (16, 64, 32, 8)
     with pytest.raises(ValueError, match="^phase:"):
