@@ -145,6 +145,16 @@ def bound_for(kind: str, n: int, v: int, h: Optional[int], backward: bool,
     return total * 1e3, by
 
 
+def bounded_label(label: str) -> bool:
+    """The compiled variants whose bounds the timing rows use: bf16, no entropy, no bias,
+    and for the linear backward the (grad h, grad W) variant. Token labels carry no bias."""
+    if "bfloat16" not in label or "entropy=0" not in label:
+        return False
+    if label.startswith("token"):
+        return True
+    return "bias=0" in label and (label.startswith("linear_fwd") or " h=1 w=1 b=0" in label)
+
+
 def compiled_bounds(device) -> dict:
     """{variant label: Bound} of the bf16 token and linear variants for `device`'s arch."""
     import tempfile
@@ -154,9 +164,7 @@ def compiled_bounds(device) -> dict:
     with compiling_for(device.arch):
         variants = [v for v in variants_for(device.arch, (
             "sharpo_kernels.logprobs.token_triton", "sharpo_kernels.logprobs.linear_triton"))
-            if "bfloat16" in v.label and "entropy=0" in v.label and "bias=0" in v.label
-            and (v.label.startswith("token") or " h=1 w=1 b=0" in v.label
-                 or v.label.startswith("linear_fwd"))]
+            if bounded_label(v.label)]
     out = {}
     for c in compile_variants(variants, device.arch, tempfile.mkdtemp()):
         if c.facts is not None:

@@ -84,3 +84,21 @@ def test_compiled_bound_columns(gpu):
     assert gpu.model_device("Other GPU", 89, 100, 2.0, None) is None
     other = gpu.model_device("Other GPU", 89, 100, 2.0, (1000.0, 200.0, 50.0))
     assert other.hbm_gbs == 900.0 and other.arch == 89
+
+
+def test_bounded_labels_include_the_token_kernels(gpu):
+    """The timing rows' compiled bounds: token labels (which name no bias) are kept; the
+    H200 run of 2026-12-04 showed no bound on its token rows because the filter asked
+    every label for bias=0."""
+    from sharpo_kernels.compiled.variants import N_TOKENS
+    keys = {f"token_fwd bfloat16 N={N_TOKENS} V=151936 entropy=0",
+            f"token_bwd bfloat16 N={N_TOKENS} V=151936 entropy=0",
+            f"linear_fwd bfloat16 N={N_TOKENS} V=151936 H=896 bias=0 entropy=0",
+            f"linear_bwd bfloat16 N={N_TOKENS} V=151936 H=896 bias=0 entropy=0 h=1 w=1 b=0"}
+    assert all(gpu.bounded_label(k) for k in keys)
+    for k in ("token_fwd bfloat16 N=8192 V=151936 entropy=1",
+              "token_fwd float32 N=8192 V=151936 entropy=0",
+              "linear_fwd bfloat16 N=8192 V=151936 H=896 bias=1 entropy=0",
+              "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=0 b=0",
+              "linear_label bfloat16 N=8192 V=151936 H=896 bias=0"):
+        assert not gpu.bounded_label(k), k
