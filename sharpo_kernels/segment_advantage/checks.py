@@ -144,9 +144,11 @@ def check_logp_range(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     if not B * L:
         return
     bound = _FP32_HALF / (2 * L)
-    for name, x in (("teacher_logp", teacher_logp), ("student_logp", student_logp)):
-        lo, hi = torch.aminmax(x.detach())          # one pass, no copy (NaN propagates)
-        if max(-float(lo), float(hi)) <= bound:     # the common case: all finite and small
+    pairs = [torch.aminmax(x.detach()) for x in (teacher_logp, student_logp)]   # no copy
+    ends = torch.stack([v.float() for lo, hi in pairs for v in (-lo, hi)]).tolist()  # 1 read
+    for k, (name, x) in enumerate((("teacher_logp", teacher_logp),
+                                   ("student_logp", student_logp))):
+        if max(ends[2 * k], ends[2 * k + 1]) <= bound:   # the common case: finite and small
             continue
         big = torch.nan_to_num(x.detach().float(), nan=0.0, posinf=0.0, neginf=0.0).abs()
         if float(big.amax()) <= bound:
@@ -255,31 +257,27 @@ def check_values(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     """
     B, L = segment_ids.shape
     ids = segment_ids.long()
+    # Every rule's "bad" mask is built first and read back in ONE host transfer with Kmax
+    # (on CUDA each read is a synchronisation); only when a rule is broken are the masks
+    # looked at again, in the rules' order, for the first offending position.
+    rules = []                      # (bad mask, message of its first True)
+    runs = None
     if B == 0 or L == 0:
         num = torch.zeros(B, dtype=torch.int64, device=ids.device)
     else:
-        bad = ids < -1
-        if bool(bad.any()):
-            r, p = _first(bad)
-            raise ValueError(error_message(ERR_ID_BELOW_MINUS_ONE, r, p, ids[r, p].item(), 0))
+        rules.append((ids < -1, lambda r, p: error_message(
+            ERR_ID_BELOW_MINUS_ONE, r, p, ids[r, p].item(), 0)))
         prev = torch.nn.functional.pad(ids[:, :-1], (1, 0), value=-1)   # [B, L] id at t-1
         start = (ids >= 0) & (ids != prev)                               # a run begins at t
         runs = torch.cumsum(start, dim=1)                                # runs begun up to t
-        bad = start & (ids != runs - 1)
-        if bool(bad.any()):
-            r, p = _first(bad)
-            raise ValueError(error_message(ERR_ID_ORDER, r, p, ids[r, p].item(),
-                                           runs[r, p].item() - 1))
+        rules.append((start & (ids != runs - 1), lambda r, p: error_message(
+            ERR_ID_ORDER, r, p, ids[r, p].item(), runs[r, p].item() - 1)))
         num = runs[:, -1].clone()
     if response_mask is not None and response_mask.dtype != torch.bool:
-        bad = (response_mask != 0) & (response_mask != 1)
-        if bool(bad.any()):
-            r, p = _first(bad)
-            raise ValueError(error_message(ERR_MASK_VALUE, r, p, response_mask[r, p].item(), 0))
-    bad_adv = ~torch.isfinite(advantages)
-    if bool(bad_adv.any()):
-        r = int(bad_adv.nonzero()[0, 0])
-        raise ValueError(error_message(ERR_ADVANTAGE_NONFINITE, r, 0, advantages[r].item(), 0))
+        rules.append(((response_mask != 0) & (response_mask != 1), lambda r, p: error_message(
+            ERR_MASK_VALUE, r, p, response_mask[r, p].item(), 0)))
+    rules.append((~torch.isfinite(advantages)[:, None], lambda r, p: error_message(
+        ERR_ADVANTAGE_NONFINITE, r, 0, advantages[r].item(), 0)))
     if B and L:
         used = ids >= 0
         if response_mask is not None:
@@ -287,12 +285,17 @@ def check_values(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
         if has_teacher is not None:
             used &= has_teacher[:, None]
         for code, x in ((ERR_TEACHER_NONFINITE, teacher_logp), (ERR_STUDENT_NONFINITE, student_logp)):
-            bad = used & ~torch.isfinite(x)
-            if bool(bad.any()):
-                r, p = _first(bad)
-                raise ValueError(error_message(code, r, p, x[r, p].item(), 0))
-    kmax = int(num.max().item()) if B else 0
-    return num, kmax
+            rules.append((used & ~torch.isfinite(x), lambda r, p, code=code, x=x: error_message(
+                code, r, p, x[r, p].item(), 0)))
+    flags = [bad.any() for bad, _ in rules]
+    kmax_t = num.max() if B else torch.zeros((), dtype=torch.int64, device=ids.device)
+    read = torch.stack([f.long() for f in flags] + [kmax_t.long()]).tolist() if flags \
+        else [int(kmax_t)]
+    for (bad, message), broken in zip(rules, read[:-1]):
+        if broken:
+            r, p = _first(bad)
+            raise ValueError(message(r, p))
+    return num, int(read[-1])
 
 
 def check_nonempty_segments(counts: torch.Tensor, num_segments: torch.Tensor) -> None:
