@@ -31,6 +31,7 @@ SELECTED = (
     "token_bwd float32 N=8192 V=151936 entropy=1",
     "linear_fwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0",
     "linear_fwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0",
+    "linear_label bfloat16 N=8192 V=151936 H=4096 bias=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",

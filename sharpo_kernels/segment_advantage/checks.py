@@ -289,8 +289,7 @@ def check_values(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
                 code, r, p, x[r, p].item(), 0)))
     flags = [bad.any() for bad, _ in rules]
     kmax_t = num.max() if B else torch.zeros((), dtype=torch.int64, device=ids.device)
-    read = torch.stack([f.long() for f in flags] + [kmax_t.long()]).tolist() if flags \
-        else [int(kmax_t)]
+    read = torch.stack([f.long() for f in flags] + [kmax_t.long()]).tolist()   # one read
     for (bad, message), broken in zip(rules, read[:-1]):
         if broken:
             r, p = _first(bad)

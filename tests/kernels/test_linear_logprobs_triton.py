@@ -211,3 +211,11 @@ def test_gpu_tiles_per_arch_and_kernel():
     assert cfg.tiles(3, 40, 20, cuda, bf16, arch=90) == (16, 64, 32, 8)
     with pytest.raises(ValueError, match="^phase:"):
         cfg.tiles(8, 40, 20, cuda, bf16, phase="backward")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
+def test_num_stages_must_be_a_positive_int(bad):
+    from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
+    with pytest.raises(ValueError, match="^num_stages: expected a positive int"):
+        LinearTritonConfig(num_stages=bad)
+    assert LinearTritonConfig(num_stages=4).launch_options() == {"num_stages": 4}
