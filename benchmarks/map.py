@@ -18,9 +18,10 @@ episodes per held-out task, the format guard on every arm: the runs of
     report  [--figures]                     the table (RESULTS/map.md) and figures from
                                             the files in --results alone
     status                                  what is filed and what is left
-    file-warm --cell C                      file the cell's warm-start weights (RUNS/<cell>/sft,
-                                            built here) beside its filed warm.json, only
-                                            where their sha256 is warm.json's
+    file-warm --cell C [--build]            file the cell's warm-start weights (RUNS/<cell>/sft,
+                                            built here; --build: build it first where it is
+                                            missing) beside its filed warm.json, only where
+                                            their sha256 is warm.json's
     sft-data                                the SFT data of every size, without training
                                             (RESULTS/sft_data.md: lengths, lamp shares)
     command --cell C                        the cell's `sharpo compare` command
@@ -144,11 +145,13 @@ def cmd_file_warm(args) -> int:
     """File RUNS/<cell>/sft's weights beside the cell's filed warm.json (RESULTS/<cell>/sft/)
     where their sha256 is the filed one; a cell whose rebuilt start differs is refused, naming
     both machines (its filed runs cannot be paired with a new one)."""
-    from corridor_map.runner import file_warm_weights, machine, sha256, warm_record
+    from corridor_map.runner import build_warm, file_warm_weights, machine, sha256, warm_record
     bad = 0
     for cell in _cells(args):
         warm = warm_record(cell, Path(args.results))
         sft = Path(args.runs) / cell.name / "sft"
+        if args.build and warm is not None and not sft.exists():
+            build_warm(cell, Path(args.runs), grid.SEEDS, grid.ARMS)    # the SFT, here
         if warm is None or not (sft / "model.safetensors").is_file():
             print(f"{cell.name}: " + ("no filed warm.json" if warm is None
                                      else f"no warm start built in {sft}"))
@@ -252,6 +255,10 @@ def main(argv=None) -> int:
                            help="grpo, sharpo:0.2 or oracle (with --seed; neither: the warm "
                                 "start)")
             q.add_argument("--seed", type=int, default=None, help="the RL seed of --arm")
+        if name == "file-warm":
+            q.add_argument("--build", action="store_true",
+                           help="first build the warm start in --runs where it is missing "
+                                "(the recipe's SFT, as the cell's first run would)")
         if name == "report":
             q.add_argument("--figures", action="store_true",
                            help="also draw map_heat.png and map_share.png")
