@@ -176,11 +176,12 @@ def _output(batch: StepBatch, base: torch.Tensor, factor: torch.Tensor, extra=No
     moving = base != 0
     stats = {"gated/kept_rows": float((factor[moving] != 0).float().mean())
              if bool(moving.any()) else 0.0}
-    if batch.credit_labels is not None and bool(moving.any()):
+    if batch.credit_labels is not None:
         label = row_labels(batch, batch.credit_labels)
         ones = torch.ones(len(base), 1)
         credited = oracle_token_advantages(base, label, ones, batch.traj_index)[:, 0] != 0
-        stats["gated/kept_rows_oracle"] = float(credited[moving].float().mean())
+        stats["gated/kept_rows_oracle"] = (float(credited[moving].float().mean())
+                                           if bool(moving.any()) else 0.0)
     stats.update(extra or {})
     return CreditOutput(adv, base, stats=stats)
 

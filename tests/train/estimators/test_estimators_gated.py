@@ -191,3 +191,27 @@ def test_refusals():
         EstimatorConfig(gate_kappa=-1.0).validate()
     with pytest.raises(ConfigError, match="gate_theta"):
         EstimatorConfig(gate_theta=float("nan")).validate()
+
+
+CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_steps=1",
+            "rollout.tasks_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=8",
+            "rollout.history_length=0", "log.progress=false", "eval.at_end=false",
+            "checkpoint.every=0", "log.update_norm=true"]
+
+
+@pytest.mark.parametrize("method", ["gated", "gated_pooled", "random_mask", "grpo_step_matched"])
+def test_a_corridor_step_of_each(tmp_path, capsys, method):
+    """One training step on the corridor: the teacher is scored for the gated rules, the
+    metrics line has their kept shares (and the oracle's beside them) and the update norm."""
+    import json
+    from sharpo_train.cli import main
+    run = tmp_path / "run"
+    assert main(["train", *CORRIDOR, f"method={method}", f"run_dir={run}"]) == 0, \
+        capsys.readouterr().err
+    (row,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()
+              if json.loads(x).get("kind") == "train"]
+    assert row["update_norm"] > 0
+    if method == "grpo_step_matched":
+        assert "gated/kept_rows" not in row and row["sharpo/teacher_rows"] == 0
+    else:
+        assert 0 <= row["gated/kept_rows"] <= 1 and "gated/kept_rows_oracle" in row
