@@ -3,8 +3,8 @@ docs/estimators.md, "Gated credit"; numbers: benchmarks/corridor_map/gated.py).
 
     run     [--cell C ...] [--jobs 2] [--stop-at HH:MM] [--prepare]
             every unit not yet filed, cell by cell in the declared order (corridor_map/gated.py
-            CELLS), at most --jobs processes at once (each `nice -n 19`, OMP_NUM_THREADS=1):
-            per cell, (1) its warm start filed where it is not (`map.py file-warm --build`:
+            CELLS), at most --jobs processes at once (each `nice -n 19` unless --nice,
+            OMP_NUM_THREADS=1): per cell, (1) its warm start filed where it is not (`map.py file-warm --build`:
             rebuilt here and filed only when its sha256 is the map's warm.json's; a cell whose
             start differs is skipped, its filed arms cannot be paired), (2) the two
             calibration runs of control (b) (seed 0), (3) per seed 0-4: gated, random_mask,
@@ -60,8 +60,8 @@ def units(results: Path, cell, seeds=study.SEEDS) -> list[tuple]:
                   if a == "matched" or not grid.is_done(grid.Unit(cell, a, k), results)]
 
 
-def command(cell, arm, seed, runs, results) -> list[str]:
-    base = ["nice", "-n", "19", sys.executable, MAP]
+def command(cell, arm, seed, runs, results, nice: int = 19) -> list[str]:
+    base = ["nice", "-n", str(nice), sys.executable, MAP]
     if arm == "warm":
         return base + ["file-warm", "--build", "--cell", cell.name, "--runs", str(runs),
                        "--results", str(results)]
@@ -124,7 +124,8 @@ def cmd_run(args) -> int:
             log = open(logs / f"gated-{cell.name}-{grid.arm_slug(arm) if arm != 'warm' else 'warm'}"
                               f"-{seed}.log", "a")
             print(f"{time.strftime('%H:%M:%S')} {cell.name}/{arm}/{seed}: started", flush=True)
-            running[nxt] = subprocess.Popen(command(cell, arm, seed, runs, results), stdout=log,
+            running[nxt] = subprocess.Popen(command(cell, arm, seed, runs, results, args.nice),
+                                            stdout=log,
                                             stderr=subprocess.STDOUT, env=env)
         if not running:
             break
@@ -161,6 +162,8 @@ def main(argv=None) -> int:
         if name == "run":
             q.add_argument("--jobs", type=int, default=2)
             q.add_argument("--stop-at", default=None, help="HH:MM UTC: start nothing after it")
+            q.add_argument("--nice", type=int, default=19,
+                           help="nice level of each unit (default 19: the judged arms)")
             q.add_argument("--prepare", action="store_true",
                            help="only the warm starts and the calibration runs (no judged "
                                 "arm: they may run before the reading is committed)")
