@@ -61,7 +61,8 @@ def units(results: Path, cell, seeds=study.SEEDS) -> list[tuple]:
 
 
 def command(cell, arm, seed, runs, results, nice: int = 19) -> list[str]:
-    base = ["nice", "-n", str(nice), sys.executable, MAP]
+    # `nice -n` adds to this process's own niceness: the unit gets ``nice`` itself
+    base = ["nice", "-n", str(max(0, nice - os.nice(0))), sys.executable, MAP]
     if arm == "warm":
         return base + ["file-warm", "--build", "--cell", cell.name, "--runs", str(runs),
                        "--results", str(results)]
