@@ -38,7 +38,7 @@ from .oracle import oracle_token_advantages
 from .inputs import batch_step, teacher_fields
 from .registry import CreditOutput, GroupParams, register_estimator
 
-__all__ = ["GatedParams", "PooledParams", "RandomMaskParams", "row_gap_sums",
+__all__ = ["GatedParams", "PooledParams", "SoftParams", "RandomMaskParams", "row_gap_sums",
            "offset_free_gaps", "gate_keep", "pooled_keep", "soft_weights", "random_keep"]
 
 
@@ -46,9 +46,11 @@ __all__ = ["GatedParams", "PooledParams", "RandomMaskParams", "row_gap_sums",
 class GatedParams(GroupParams):
     """theta of R1 / R3 (and of the R1 mask whose size control (a) copies); chosen once on
     the default corridor size, RL seeds 100-102 (benchmarks/results/gated.md)."""
-    gate_theta: float = setting(0.0, "gated rules: theta, the margin sign(A_i) * D~_b must "
-                                "exceed (R1, R2) or the scale of the soft weight (R3, > 0); "
-                                "in nats summed over a row's action tokens")
+    gate_theta: float = setting(-0.25, "gated rules: theta, the margin sign(A_i) * D~_b must "
+                                "exceed (R1, R2, and the R1 mask of random_mask), in nats "
+                                "summed over a row's action tokens; -0.25 chosen on "
+                                "t10-d3-full-sft2, RL seeds 100-102 "
+                                "(benchmarks/results/gated.md)")
 
     def validate(self) -> None:
         super().validate()
@@ -57,12 +59,24 @@ class GatedParams(GroupParams):
 
 @dataclass
 class PooledParams(GatedParams):
-    gate_kappa: float = setting(1.0, "gated_pooled: a turn is decisive when its group mean "
-                                "|D~| exceeds gate_kappa times the group's median")
+    gate_kappa: float = setting(1.5, "gated_pooled: a turn is decisive when its group mean "
+                                "|D~| exceeds gate_kappa times the group's median (1.5: "
+                                "chosen with gate_theta)")
 
     def validate(self) -> None:
         super().validate()
         in_range(self, "gate_kappa", 0, 100)
+
+
+@dataclass
+class SoftParams(GroupParams):
+    gate_soft_theta: float = setting(1.0, "gated_soft: theta of R3's weight clip(sign(A_i) * "
+                                     "D~_b / theta, 0, 1), > 0 (not chosen by the selection: "
+                                     "R3 is not judged)")
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "gate_soft_theta", 0, 100, lo_open=True)
 
 
 @dataclass
@@ -140,7 +154,7 @@ def soft_weights(base: torch.Tensor, gaps: torch.Tensor, has_teacher: torch.Tens
                  theta: float) -> torch.Tensor:
     """[B] float64 R3 weights: clip(sign(A_i) * D~_b / theta, 0, 1), 1 without a teacher."""
     if not theta > 0:
-        raise ValueError(f"estimator.gate_theta: gated_soft divides by theta; expected > 0, "
+        raise ValueError(f"estimator.gate_soft_theta: gated_soft divides by it; expected > 0, "
                          f"got {theta!r}")
     w = (torch.sign(base.double()) * gaps / theta).clamp(0, 1)
     return torch.where(has_teacher, w, torch.ones_like(w))
@@ -206,12 +220,12 @@ def gated_pooled(batch: StepBatch, cfg: PooledParams) -> CreditOutput:
                    {"gated/decisive_turns": float(decisive.float().mean()) if len(base) else 0.0})
 
 
-@register_estimator("gated_soft", needs_teacher=True, params=GatedParams,
+@register_estimator("gated_soft", needs_teacher=True, params=SoftParams,
                     label="Gated, soft (R3)")
-def gated_soft(batch: StepBatch, cfg: GatedParams) -> CreditOutput:
+def gated_soft(batch: StepBatch, cfg: SoftParams) -> CreditOutput:
     """R3: A_i * clip(sign(A_i) * D~_b / theta, 0, 1) (module table)."""
     base, gaps, has_teacher = _inputs(batch, cfg, "gated_soft")
-    return _output(batch, base, soft_weights(base, gaps, has_teacher, cfg.gate_theta))
+    return _output(batch, base, soft_weights(base, gaps, has_teacher, cfg.gate_soft_theta))
 
 
 @register_estimator("random_mask", needs_teacher=True, params=RandomMaskParams,

@@ -62,7 +62,8 @@ WANT = {  # per row, rollouts in order, turns in order
 @pytest.mark.parametrize("method,theta", list(WANT))
 def test_rules_by_hand(method, theta):
     batch = make_batch(HAND)
-    cfg = EstimatorConfig(norm_std=False, gate_theta=theta, gate_kappa=0.9)
+    cfg = EstimatorConfig(norm_std=False, gate_theta=theta, gate_soft_theta=theta,
+                          gate_kappa=0.9)
     out = ESTIMATORS[method].fn(batch, cfg.params(method))
     rows = WANT[method, theta]
     want = torch.tensor(rows)[:, None] * batch.response_mask
@@ -137,7 +138,8 @@ def test_rules_against_reference_on_random_batches(method, seed):
         groups.append(rollouts)
     theta, kappa = rng.uniform(0.05, 1.0), rng.uniform(0.5, 1.5)
     batch = make_batch(groups, think=rng.randint(0, 3), action=3)
-    cfg = EstimatorConfig(norm_std=False, gate_theta=theta, gate_kappa=kappa)
+    cfg = EstimatorConfig(norm_std=False, gate_theta=theta, gate_soft_theta=theta,
+                          gate_kappa=kappa)
     out = ESTIMATORS[method].fn(batch, cfg.params(method))
     want = torch.tensor(reference(groups, method, theta, kappa),
                         dtype=torch.float32)[:, None] * batch.response_mask
@@ -184,13 +186,17 @@ def test_refusals():
     batch.teacher_logp = None
     with pytest.raises(ValueError, match="gated: teacher log-probs are required"):
         ESTIMATORS["gated"].fn(batch, EstimatorConfig().params("gated"))
-    with pytest.raises(ValueError, match="gate_theta"):
+    with pytest.raises(ValueError, match="gate_soft_theta"):
         soft_weights(torch.ones(2), torch.ones(2, dtype=torch.float64),
                      torch.ones(2, dtype=torch.bool), 0.0)
     with pytest.raises(ConfigError, match="gate_kappa"):
         EstimatorConfig(gate_kappa=-1.0).validate()
     with pytest.raises(ConfigError, match="gate_theta"):
         EstimatorConfig(gate_theta=float("nan")).validate()
+    with pytest.raises(ConfigError, match="gate_soft_theta"):
+        EstimatorConfig(gate_soft_theta=0.0).validate()
+    # the chosen defaults (benchmarks/results/gated.md, "Choosing theta and kappa")
+    assert (EstimatorConfig().gate_theta, EstimatorConfig().gate_kappa) == (-0.25, 1.5)
 
 
 CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_steps=1",
@@ -199,7 +205,8 @@ CORRIDOR = ["env.name=corridor", "env.num_train=4", "env.num_eval=2", "total_ste
             "checkpoint.every=0", "log.update_norm=true"]
 
 
-@pytest.mark.parametrize("method", ["gated", "gated_pooled", "random_mask", "grpo_step_matched"])
+@pytest.mark.parametrize("method", ["gated", "gated_pooled", "gated_soft", "random_mask",
+                                    "grpo_step_matched"])
 def test_a_corridor_step_of_each(tmp_path, capsys, method):
     """One training step on the corridor: the teacher is scored for the gated rules, the
     metrics line has their kept shares (and the oracle's beside them) and the update norm."""
