@@ -4,3 +4,8 @@ evaluation (evaluate.py).
 
 May import: every room except recipes/, commands/ and integrations/.
 """
+
+# the analysis room's step hooks (credit quality, saved batches) are registered here, so
+# every way of running the trainer has them; loops/trainer.py itself imports no analysis
+# module (step/hooks.py)
+from ..analysis import step_hooks  # noqa: F401,E402  (registers)

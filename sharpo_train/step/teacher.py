@@ -49,7 +49,7 @@ from typing import Optional
 import torch
 
 from .. import hint as H
-from .method_rules import successful_peers
+from .teacher_rule import successful_peers
 from ..envs.turn_prompt import TASK_LINE_PREFIX
 from .rollout import Episode, chat_prompt_ids
 
