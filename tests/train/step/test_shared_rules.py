@@ -1,6 +1,7 @@
-"""sharpo_train/step/method_rules.py: the credit rules the trainer and the integrations share (teacher
-rule, group statistics, SHARPO's step statistics), each checked against a plain loop and
-against what the trainer and the TRL/verl paths compute with it."""
+"""The credit rules the trainer and the integrations share (teacher rule: step/teacher_rule.py,
+group statistics: step/group_norm.py, SHARPO's step statistics: estimators/sharpo_stats.py),
+each checked against a plain loop and against what the trainer and the TRL/verl paths
+compute with it."""
 import math
 import random
 
