@@ -178,3 +178,16 @@ def test_estimators_reuse_the_trainers_episode_advantages():
     assert torch.all(out.base == 7.0)
     other = GroupParams(norm_std=False)                    # other params: computed afresh
     assert not torch.all(ESTIMATORS["grpo"].fn(batch, other).base == 7.0)
+
+
+def test_the_teacher_rule_and_row_base_are_the_estimators_own(registered):
+    """``needs_teacher`` may be a rule of the params; ``row_base`` gives each row's base
+    advantage (else the trajectory's A_i); anything else is refused naming the argument."""
+    est = ESTIMATORS["sharpo"]
+    assert est.needs_teacher(SharpoParams(lam=0.2)) and not est.needs_teacher(SharpoParams(lam=0.0))
+    assert not ESTIMATORS["grpo"].needs_teacher(GroupParams())
+    with pytest.raises(TypeError, match="needs_teacher"):
+        registered("bad_teacher_t", needs_teacher="yes")(lambda b, p: None)
+    with pytest.raises(TypeError, match="row_base"):
+        registered("bad_base_t", row_base=3)(lambda b, p: None)
+    assert "bad_teacher_t" not in ESTIMATORS and "bad_base_t" not in ESTIMATORS
