@@ -77,7 +77,6 @@ def row_table(run_dir: Path) -> list[dict]:
     from sharpo_train.analysis.rescoring import load_batch
     from sharpo_train.envs.registry import get_spec
     from sharpo_train.estimators.gated import offset_free_gaps, row_gap_sums
-    from sharpo_train.estimators.grpo import episode_advantages
     from sharpo_train.estimators.oracle import oracle_token_advantages
     from sharpo_train.estimators.registry import GroupParams
     from sharpo_train.step.batch import segment_kind_mask
@@ -90,7 +89,7 @@ def row_table(run_dir: Path) -> list[dict]:
         if not len(batch):
             continue
         batch.credit_labels = exact(batch.episodes)
-        base = episode_advantages(batch, GroupParams())[batch.traj_index]
+        base = batch.episode_advantages(GroupParams())[batch.traj_index]
         teacher = torch.where(batch.has_teacher[:, None], batch.teacher_logp, batch.old_logp)
         action = segment_kind_mask(batch, "action", "gated_select")
         gaps = offset_free_gaps(row_gap_sums(teacher, batch.old_logp, action), batch.traj_index)

@@ -33,7 +33,7 @@ import torch
 from ..settings.loader import in_range, setting
 from ..step.batch import StepBatch, segment_kind_mask
 from ..step.exact_labels import row_labels
-from .grpo import episode_advantages, grpo
+from .grpo import grpo
 from .oracle import oracle_token_advantages
 from .inputs import batch_step, teacher_fields
 from .registry import CreditOutput, GroupParams, register_estimator
@@ -176,7 +176,7 @@ def random_keep(keep: torch.Tensor, eligible: torch.Tensor,
 
 def _inputs(batch: StepBatch, params: GroupParams, method: str):
     """(A_i per row [B] fp32, D~ [B] float64, has_teacher [B] bool) of the batch."""
-    base = episode_advantages(batch, params)[batch.traj_index]
+    base = batch.episode_advantages(params)[batch.traj_index]
     teacher, has_teacher = teacher_fields(batch, method)
     action = segment_kind_mask(batch, "action", method)
     gaps = offset_free_gaps(row_gap_sums(teacher, batch.old_logp, action), batch.traj_index)

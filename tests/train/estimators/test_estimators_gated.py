@@ -169,7 +169,9 @@ def test_step_matched_control_is_grpo():
     cfg = EstimatorConfig(norm_std=False)
     got = ESTIMATORS["grpo_step_matched"].fn(batch, cfg).advantages
     torch.testing.assert_close(got, ESTIMATORS["grpo"].fn(batch, cfg).advantages)
-    assert not ESTIMATORS["grpo_step_matched"].needs_teacher
+    assert not ESTIMATORS["grpo_step_matched"].needs_teacher(cfg)
+    for method in ("gated", "gated_pooled", "gated_soft", "random_mask"):
+        assert ESTIMATORS[method].needs_teacher(cfg.params(method))
 
 
 def test_oracle_share_beside_the_kept_share():
