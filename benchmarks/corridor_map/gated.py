@@ -47,13 +47,19 @@ def mean_update_norm(run_folder: Path):
     return sum(xs) / len(xs) if xs else None
 
 
+def calibration_norms(results: Path, cell: Cell) -> list:
+    """[GRPO's, the oracle's] mean update_norm per step in the calibration runs (None where
+    a run is not filed)."""
+    folder = Path(results) / cell.name
+    return [mean_update_norm(folder / f"{arm_slug(a)}-seed{CALIBRATION_SEED}")
+            if (folder / f"{arm_slug(a)}-seed{CALIBRATION_SEED}" / "unit.json").is_file()
+            else None for a in CALIBRATION]
+
+
 def matched_lr(results: Path, cell: Cell):
     """Control (b)'s learning rate in ``cell`` (module docstring); None until both
     calibration runs are filed."""
-    folder = Path(results) / cell.name
-    norms = [mean_update_norm(folder / f"{arm_slug(a)}-seed{CALIBRATION_SEED}")
-             if (folder / f"{arm_slug(a)}-seed{CALIBRATION_SEED}" / "unit.json").is_file()
-             else None for a in CALIBRATION]
+    norms = calibration_norms(results, cell)
     if None in norms or not norms[0]:
         return None
     return float(f"{LR * norms[1] / norms[0]:.3g}")
@@ -111,7 +117,7 @@ def cell_numbers(results: Path, cell: Cell, seeds=SEEDS) -> dict | None:
     judged = ("grpo", "oracle", "rule", "control_a", "control_b")
     complete = all(role in runs and set(runs[role]) >= set(seeds) for role in judged)
     return {"cell": cell, "warm": warm, "arms": arms, "diffs": diffs, "complete": complete,
-            "lr_b": matched_lr(results, cell)}
+            "lr_b": matched_lr(results, cell), "norms": calibration_norms(results, cell)}
 
 
 def pooled(cells: list[dict], key: str):

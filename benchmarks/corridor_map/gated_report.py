@@ -37,13 +37,15 @@ def write_report(results: Path, out: Path, figures: bool = False) -> Path:
                  if sh and all(x == x for x in sh) else "n/a"), "",
               "## By cell: held-out success (%), mean over the seeds filed (seeds)", "",
               "| cell | warm start | " + " | ".join(n for _, n in ROLES)
-              + " | control (b) lr |", "|---|---:|" + "---|" * len(ROLES) + "---:|"]
+              + " | control (b) lr (update norm per step at 5e-4, seed 0: GRPO / oracle) |",
+              "|---|---:|" + "---|" * len(ROLES) + "---|"]
     for c in cells:
         a = c["arms"]
         cols = [f"{pct(a[r]['held'])} ({len(a[r]['seeds'])})" if r in a else "not run"
                 for r, _ in ROLES]
         lines.append(f"| {c['cell'].name} | {pct(c['warm']['eval']['success'])} | "
-                     + " | ".join(cols) + f" | {c['lr_b'] or 'pending'} |")
+                     + " | ".join(cols) + f" | {c['lr_b'] or 'pending'} ("
+                     + " / ".join(_num(x, "{:.4f}") for x in c["norms"]) + ") |")
     lines += ["", "## By cell: differences by seed (held-out points, 95% bootstrap over seeds)",
               "", "| cell | " + " | ".join(n for _, n in DIFFS) + " |",
               "|---|" + "---|" * len(DIFFS)]
