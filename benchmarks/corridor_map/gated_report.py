@@ -61,13 +61,17 @@ def write_report(results: Path, out: Path, figures: bool = False) -> Path:
             cols.append(f"{interval(boot(np.array(list(d.values()))))} ({len(d)})")
         lines.append(f"| {c['cell'].name} | " + " | ".join(cols) + " |")
     lines += ["", "## Diagnostics per arm and cell (means over steps, then seeds)", "",
-              "Kept rows: the share of rows with A_i != 0 whose advantage is not 0 (R1 and "
-              "control (a) keep the same share by construction; the oracle's share on the "
-              "same batches beside it). Credit AUC: docs/credit_quality.md. |A| per token: "
+              "Kept rows: the share of rows with A_i != 0 whose advantage is not 0 (on one "
+              "batch R1 and control (a) keep the same number of rows; their runs' batches "
+              "differ after the first step), the oracle's share on the same batches beside "
+              "it. Credit AUC: docs/credit_quality.md. |A| per token: "
               "`adv/abs_mean`. Update norm: the L2 norm of each step's weight change "
               "(control (b) matches the oracle's by its learning rate). Collapses: runs "
               "ending below the warm start. Cost: seconds per RL run, its evaluation "
-              "included (2 runs at a time on a shared 2-core machine).", "",
+              "included, as each unit.json records it: 2 runs at a time on a shared 2-core "
+              "machine; the map's arms ran at nice 10 on a quieter one, the study's at nice "
+              "19 beside other sessions, so the columns do not compare across those two "
+              "groups (the teacher pass costs what SHARPO's does).", "",
               "| cell | arm | kept rows (oracle's) | credit AUC | mean abs A per token | "
               "update norm | collapses | s per run |", "|---|---|---|---:|---:|---:|---|---:|"]
     for c in cells:
