@@ -99,6 +99,10 @@ def _naming_unknown(init):
     def checked(self, *args, **kwargs):
         known = sorted(f.name for f in dataclasses.fields(type(self)) if f.init)
         for key in kwargs:
+            if key == "use_liger_loss" and key not in known:
+                raise TypeError("SharpoConfig: unknown argument 'use_liger_loss': TRL 1.16's GRPOConfig has no "
+                                "Liger GRPO loss; every log-prob pass already goes through a fused head "
+                                "(fused_logprobs=True: sharpo_kernels.linear_logprobs; docs/integrations.md)")
             if key not in known:
                 raise TypeError(f"SharpoConfig: unknown argument {key!r}"
                                 f"{did_you_mean(key, known)}")

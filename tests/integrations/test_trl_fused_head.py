@@ -184,6 +184,11 @@ def test_a_head_replaced_after_the_patch_falls_back_with_one_log_line():
     assert len(logged) == 1 and "_ScaledHead" in logged[0]
 
 
+def test_use_liger_loss_is_refused_with_a_clear_message(tmp_path):
+    with pytest.raises(TypeError, match="use_liger_loss.*no Liger GRPO loss.*fused_logprobs"):
+        config(tmp_path, use_liger_loss=True)
+
+
 def reward_open(completions, **kw):
     return [1.0 if "open door" in c[-1]["content"] else 0.0 for c in completions]
 
