@@ -3,8 +3,9 @@
 
 TRL 1.16's ``GRPOTrainer`` patches its policy's forward (``trl.trainer.utils.
 add_fused_lm_head``): called with ``fused_lm_head=True`` and ``labels`` [b, S] it runs the
-backbone and scores the next-token labels with a chunked torch head. On a CPU that head
-scores every position, prompt and padding included, in [b*(S-1), 32768]-logit chunks.
+backbone and scores the next-token labels with a chunked head (``ChunkedLogProbFunction``,
+[4096-token, 32768-vocabulary] fp32 tiles); on a CPU it scores every position, prompt and
+padding included.
 ``add_linear_logprobs_head`` wraps that forward once more: the same call runs the backbone,
 then ``linear_logprobs(hidden [b, S-1, H], lm_head.weight [V, H], labels [b, S-1],
 bias=lm_head.bias)``: the [N, V] logits are never held, prompt and padding rows cost
