@@ -1,0 +1,76 @@
+"""What one segment_advantage call costs a GPU, counted on CPU tensors with a
+TorchDispatchMode (sharpo_kernels/dispatch_count.py; issue 44): launching ops (each about
+one kernel launch on CUDA) and host reads (each a synchronisation on CUDA).
+
+Targets: the triton backend (interpreter) makes at most 4 launching ops and at most 1 host
+read per call, and none in the deferred check mode with a static segment cap."""
+import pytest
+import torch
+
+import sharpo_kernels as sk
+from sharpo_kernels import _backend
+from sharpo_kernels.dispatch_count import count_dispatch
+from sharpo_kernels.testing import random_batch
+
+HAS_TRITON = "triton" in _backend.usable_backends(torch.device("cpu"), ("triton",))
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton (TRITON_INTERPRET=1) not usable")
+
+
+def _batch(traj=False, mask_dtype=torch.int64):
+    b = random_batch(6, 40, segments=(0, 5), seed=3, traj_groups=3 if traj else None)
+    if not traj:
+        b["traj_index"] = None
+    if b.get("response_mask") is not None:
+        b["response_mask"] = b["response_mask"].to(mask_dtype)
+    return b
+
+
+def test_counter_sees_launches_and_reads():
+    """The counter itself: ops, views, allocations, .item() and .tolist()."""
+    def f(x):
+        y = torch.empty(3)          # allocation: not counted
+        v = x[1:].t()               # views: not counted
+        z = (v + 1).sum()           # 2 launches
+        return float(z), x.tolist(), y   # 2 host reads
+    c = count_dispatch(f, torch.ones(4, 2))
+    assert (c.launches, c.host_reads) == (2, 2), c.ops
+
+
+def test_reference_backend_is_counted():
+    """The torch reference launches many ops and reads the host several times: the counts
+    are real (this is what the single pass removes)."""
+    c = count_dispatch(sk.segment_advantage, **_batch(), backend="torch")
+    assert c.launches > 20 and c.host_reads >= 2, (c.launches, c.host_reads)
+
+
+@needs_triton
+@pytest.mark.xfail(strict=True, reason="single pass not built yet")
+@pytest.mark.parametrize("traj", [False, True])
+@pytest.mark.parametrize("mask_dtype", [torch.int64, torch.bool, torch.float32])
+def test_triton_one_pass(traj, mask_dtype):
+    b = _batch(traj, mask_dtype)
+    c = count_dispatch(sk.segment_advantage, **b, backend="triton")
+    kernels = [op for op in c.ops if op.startswith("triton:")]
+    assert len(kernels) == (2 if traj else 1), c.ops
+    assert c.launches <= 4, c.ops
+    assert c.host_reads <= 1, c.host_reads
+    ref = sk.segment_advantage(**b, backend="torch")
+    torch.testing.assert_close(c.result.advantages, ref.advantages, rtol=1e-5, atol=1e-6)
+
+
+@needs_triton
+@pytest.mark.xfail(strict=True, reason="deferred mode not built yet")
+@pytest.mark.parametrize("traj", [False, True])
+def test_triton_deferred_no_host_read(traj):
+    b = _batch(traj)
+    c = count_dispatch(sk.segment_advantage, **b, backend="triton", max_segments=8,
+                       check="deferred")
+    assert c.host_reads == 0, c.ops
+    assert c.launches <= 4, c.ops
+    res = c.result
+    assert res.error.shape == (2,) and int(res.error[0]) == 0
+    ref = sk.segment_advantage(**b, backend="torch")
+    k = ref.gap.shape[1]
+    torch.testing.assert_close(res.advantages, ref.advantages, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(res.gap[:, :k], ref.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert res.gap[:, k:].isnan().all() and res.weight.shape == (6, 8)
