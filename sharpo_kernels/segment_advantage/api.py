@@ -40,7 +40,10 @@ import torch
 
 from .. import _backend
 from .checks import (check_advantage_range, check_arguments, check_logp_range, check_params,
-                     check_values)
+                     check_values, decode_error_word, error_word_message, max_coefficient,
+                     RANK_OF_ERR, ERR_EMPTY_SEGMENT)
+
+RANK_EMPTY = RANK_OF_ERR[ERR_EMPTY_SEGMENT]
 from .coefficients import SHARPO_DEFAULTS as D
 
 SEGMENT_ADVANTAGE_BACKENDS = _backend.OP_BACKENDS["segment_advantage"]   # automatic order
@@ -55,35 +58,108 @@ class SegmentAdvantage(NamedTuple):
     num_segments: torch.Tensor   # [B] int64: K_i
 
 
+CHECK_MODES = ("raise", "deferred")
+
+
+class SegmentCheck:
+    """The data check of a `check="deferred"` call (docs/api.md "Graph capture"): `word`
+    ([2] int64 on the inputs' device: error key, Kmax) is written by the kernel; nothing is
+    read until `raise_if_error()`, which reads it once and raises the ValueError the call
+    would have raised. It keeps references to the inputs, so after a CUDA graph replay it
+    checks the replayed data."""
+
+    def __init__(self, word: torch.Tensor, inputs: dict, coefficient: float,
+                 max_segments: int):
+        self.word = word
+        self._inputs = inputs
+        self._coefficient = coefficient
+        self._max_segments = max_segments
+
+    def raise_if_error(self) -> None:
+        """One host read; ValueError naming the argument if a data rule was broken."""
+        err, _ = self.word.tolist()
+        if err:
+            raise ValueError(_message(err, self._inputs, self._coefficient,
+                                      self._max_segments))
+
+
+def _message(err: int, inputs: dict, coefficient: float, max_segments) -> str:
+    rank, r, p = decode_error_word(err, inputs["teacher_logp"].shape[1])
+    return error_word_message(rank, r, p, coefficient=coefficient, max_segments=max_segments,
+                              **inputs)
+
+
+def _check_max_segments(max_segments) -> Optional[int]:
+    if max_segments is None:
+        return None
+    if isinstance(max_segments, bool) or not isinstance(max_segments, int):
+        raise TypeError(f"max_segments: expected an int or None, got "
+                        f"{type(max_segments).__name__}")
+    if max_segments < 1:
+        raise ValueError(f"max_segments: must be >= 1, got {max_segments}")
+    return max_segments
+
+
+def _pad_tables(res: SegmentAdvantage, max_segments: Optional[int]) -> SegmentAdvantage:
+    """[B, Kmax] tables as [B, max_segments] (NaN columns added), for the backends that size
+    them by Kmax; ValueError naming max_segments when a row has more segments."""
+    if max_segments is None:
+        return res
+    kmax = res.gap.shape[1]
+    if kmax > max_segments:
+        r = int((res.num_segments > max_segments).nonzero()[0, 0])
+        raise ValueError(f"max_segments: row {r} has {int(res.num_segments[r])} segments, "
+                         f"more than max_segments={max_segments}")
+    pad = lambda x: torch.nn.functional.pad(x, (0, max_segments - kmax), value=float("nan"))  # noqa: E731
+    return res._replace(gap=pad(res.gap), weight=pad(res.weight), length_factor=pad(res.length_factor))
+
+
 def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
                       segment_ids: torch.Tensor, advantages: torch.Tensor, *,
                       has_teacher: Optional[torch.Tensor] = None, lam: float = D.lam,
                       alpha: float = D.alpha, tau: float = D.tau, rho_min: float = D.rho_min,
                       rho_max: float = D.rho_max, response_mask: Optional[torch.Tensor] = None,
                       traj_index: Optional[torch.Tensor] = None,
-                      backend: Optional[str] = None) -> SegmentAdvantage:
+                      max_segments: Optional[int] = None, check: str = "raise",
+                      backend: Optional[str] = None):
     """SHARPO effective advantages (see the module docstring and docs/api.md).
 
     teacher_logp, student_logp: [B, L] fp32/bf16/fp16. segment_ids: [B, L] int, -1 = none.
     advantages: [B] float. has_teacher: [B] bool (default all True). response_mask: [B, L]
     0/1 (bool, int or float; default all ones). traj_index: [B] int or None.
+    max_segments: None (tables [B, Kmax]) or a static cap: tables [B, max_segments], NaN
+    past K_i; a row with more segments is a ValueError naming max_segments.
+    check: "raise" (default) or "deferred" (triton backend only): no host read; returns
+    (SegmentAdvantage, SegmentCheck) and the caller calls `.raise_if_error()` later
+    (docs/api.md "Graph capture").
     backend: None (automatic), "torch", "cpp", "triton" or "cuda".
     Raises TypeError/ValueError naming the argument on bad input; inputs are never modified.
     """
     check_arguments(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
                     response_mask, traj_index)
     lam, alpha, tau, rho_min, rho_max = check_params(lam, alpha, tau, rho_min, rho_max)
-    check_advantage_range(advantages, lam, alpha, rho_max)   # every backend, before any runs
-    check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
+    max_segments = _check_max_segments(max_segments)
+    if not isinstance(check, str) or check not in CHECK_MODES:
+        raise ValueError(f"check: expected one of {CHECK_MODES}, got {check!r}")
     device = teacher_logp.device
     name = _backend.resolve_backend(backend, device, SEGMENT_ADVANTAGE_BACKENDS)
     params = (lam, alpha, tau, rho_min, rho_max)
+    if check == "deferred" and name != "triton":
+        raise ValueError(f"check: 'deferred' needs the triton backend (one kernel writes the "
+                         f"error word), got backend {name!r}")
 
+    if name == "triton":   # validates inside its single pass (triton_kernels.py)
+        return _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages,
+                                         has_teacher, response_mask, traj_index, params,
+                                         max_segments, check == "deferred")
+
+    check_advantage_range(advantages, lam, alpha, rho_max)   # before any backend runs
+    check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
     if name == "cpp":   # validates inside its single pass over the tokens
         from .native import segment_advantage_cpp
-        return SegmentAdvantage(*segment_advantage_cpp(
+        return _pad_tables(SegmentAdvantage(*segment_advantage_cpp(
             teacher_logp, student_logp, segment_ids, advantages, has_teacher, response_mask,
-            traj_index, *params))
+            traj_index, *params)), max_segments)
 
     B = teacher_logp.shape[0]
     num_segments, kmax = check_values(teacher_logp, student_logp, segment_ids, advantages,
@@ -95,9 +171,38 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
             kmax, *params)
     if name == "torch":
         from .reference import segment_advantage_torch as impl
-    elif name == "triton":
-        from .triton_kernels import segment_advantage_triton as impl
     else:  # "cuda"
         from .native import segment_advantage_cuda as impl
     out, gap, w, rho = impl(*args)
-    return SegmentAdvantage(out, gap, w, rho, num_segments)
+    return _pad_tables(SegmentAdvantage(out, gap, w, rho, num_segments), max_segments)
+
+
+def _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
+                              response_mask, traj_index, params, max_segments, deferred):
+    """The triton backend: one launch (two with traj_index) and, unless deferred, one host
+    read of the error word."""
+    from .triton_kernels import DEFAULT_CAP, launch
+    L = teacher_logp.shape[1]
+    cap = max_segments if max_segments is not None else min(max(L, 1), DEFAULT_CAP)
+    inputs = dict(teacher_logp=teacher_logp, student_logp=student_logp,
+                  segment_ids=segment_ids, advantages=advantages, response_mask=response_mask)
+    coefficient = max_coefficient(params[0], params[1], params[4])
+    out, gap, w, rho, num, word = launch(teacher_logp, student_logp, segment_ids, advantages,
+                                         has_teacher, response_mask, traj_index, cap, *params)
+    res = SegmentAdvantage(out, gap, w, rho, num)
+    if deferred:
+        return res, SegmentCheck(word, dict(inputs, num_segments=num), coefficient, cap)
+    err, kmax = word.tolist()                                  # the one host read
+    inputs["num_segments"] = num
+    # Rules ranked before the empty-segment rule do not depend on the table's size.
+    if err and (max_segments is not None or decode_error_word(err, L)[0] < RANK_EMPTY):
+        raise ValueError(_message(err, inputs, coefficient, cap))
+    if max_segments is None and kmax > cap:   # more segments than the default table: again
+        return _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages,
+                                         has_teacher, response_mask, traj_index, params,
+                                         kmax, False)
+    if err:
+        raise ValueError(_message(err, inputs, coefficient, cap))
+    if max_segments is None:
+        res = res._replace(gap=gap[:, :kmax], weight=w[:, :kmax], length_factor=rho[:, :kmax])
+    return res

@@ -15,7 +15,8 @@ from typing import Optional
 import torch
 
 from .. import _backend
-from .checks import ERR_MASK_VALUE, _first, check_nonempty_segments, error_message
+from .checks import (ERR_MASK_VALUE, _first, check_nonempty_segments, check_values,
+                     error_message)
 from .segment_table import group_rows, segment_coefficients
 
 # Codes of csrc/segment_advantage.h (LogpDtype, IdDtype, MaskDtype).
@@ -41,8 +42,9 @@ def _ids(segment_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
     return ids, _ID_CODE[ids.dtype]
 
 
-def _mask_cpu(mask: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], int]:
-    """Mask for the C++ kernel, which checks 0/1 values itself for u8/i64/f32."""
+def _mask_cpu(mask: Optional[torch.Tensor], host_checks) -> tuple[Optional[torch.Tensor], int]:
+    """Mask for the C++ kernel, which checks 0/1 values itself for u8/i64/f32. Other dtypes
+    are checked here; on a bad value host_checks() runs first (rules ranked before it)."""
     if mask is None:
         return None, _MASK_NONE
     if mask.dtype == torch.bool:
@@ -55,6 +57,7 @@ def _mask_cpu(mask: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], int
         return mask, _MASK_F32
     bad = (mask != 0) & (mask != 1)           # rarer dtypes: check here, pass as u8
     if bool(bad.any()):
+        host_checks()
         r, p = _first(bad)
         raise ValueError(error_message(ERR_MASK_VALUE, r, p, mask[r, p].item(), 0))
     return (mask != 0).view(torch.uint8), _MASK_U8
@@ -80,7 +83,9 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
     B, L = teacher_logp.shape
     ids, ids_code = _ids(segment_ids)
     ids, _ = _rows(ids)
-    mask, mask_code = _mask_cpu(response_mask)
+    host_checks = lambda: check_values(teacher_logp, student_logp, segment_ids,  # noqa: E731
+                                       advantages, has_teacher, response_mask)
+    mask, mask_code = _mask_cpu(response_mask, host_checks)
     if mask is not None:
         mask, _ = _rows(mask)
     adv = advantages.float().contiguous()
@@ -97,6 +102,11 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
         torch.get_num_threads())
     del keep
     if err[0] != 0:
+        # The kernel stops each row at its first error and reports the lowest row; the
+        # rules' priority (checks.py: every row for one rule before the next rule) comes
+        # from the host checks, which raise first unless only segments are empty, where
+        # lowest row then lowest segment is the kernel's order too.
+        host_checks()
         raise ValueError(error_message(*err))
     return (out, torch.from_numpy(gap), torch.from_numpy(w), torch.from_numpy(rho),
             torch.from_numpy(num))
