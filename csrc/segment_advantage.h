@@ -4,6 +4,7 @@
 // dim contiguous).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,8 @@ enum SegErr : int {
   kStudentNonFinite = 5,    // student_logp NaN/inf at a used position
   kEmptySegment = 6,        // a segment with no position where response_mask == 1
   kAdvantageNonFinite = 7,  // advantages[i] NaN/inf
+  kTeacherRange = 8,        // |teacher_logp| > logp_bound at a used position
+  kStudentRange = 9,        // |student_logp| > logp_bound at a used position
 };
 
 struct SegError {
@@ -35,6 +38,9 @@ struct SegError {
 
 struct SegParams {
   float lam, alpha, tau, rho_min, rho_max;
+  // Largest |log-prob| allowed where used (checks.py logp_bound: half the float32 range
+  // over 2 L, so a segment's sum cannot overflow); larger finite values are an error.
+  float logp_bound = INFINITY;
 };
 
 // Inputs of one call. Pointers of [B, L] tensors index as p[row * stride + t].
@@ -64,7 +70,8 @@ struct SegTables {
 
 // C++ CPU kernel: validates and computes in one pass over the tokens of each trajectory
 // (per-segment sums, then the trajectory's mbar, then the token advantages while the rows
-// are still in cache). Multithreaded over trajectories (rows without traj_index).
+// are still in cache). Multithreaded over trajectories (rows without traj_index), with one
+// thread per kTokensPerThread tokens at most (parallel_for.h: threads_for_work).
 // out: [B, L] fp32 with row stride out_stride. Returns the first error (lowest row);
 // on error `out` and `tables` hold no meaningful result.
 SegError segment_advantage_cpu(const SegInputs& in, const SegParams& p, float* out,

@@ -47,6 +47,8 @@ ERR_TEACHER_NONFINITE = 4
 ERR_STUDENT_NONFINITE = 5
 ERR_EMPTY_SEGMENT = 6
 ERR_ADVANTAGE_NONFINITE = 7
+ERR_TEACHER_RANGE = 8      # the cpp kernel's codes of check_logp_range's rule (expected: L)
+ERR_STUDENT_RANGE = 9
 
 
 def error_message(code: int, row: int, pos: int, found: float, expected: float) -> str:
@@ -72,6 +74,9 @@ def error_message(code: int, row: int, pos: int, found: float, expected: float) 
                 f"position with response_mask 1")
     if code == ERR_ADVANTAGE_NONFINITE:
         return f"advantages: must be finite; found {found} at row {row}"
+    if code in (ERR_TEACHER_RANGE, ERR_STUDENT_RANGE):
+        name = "teacher_logp" if code == ERR_TEACHER_RANGE else "student_logp"
+        return logp_range_message(name, found, row, pos, int(expected))
     return f"segment_advantage: unknown native error code {code}"
 
 

@@ -15,8 +15,8 @@ from typing import Optional
 import torch
 
 from .. import _backend
-from .checks import (ERR_MASK_VALUE, _first, check_nonempty_segments, check_values,
-                     error_message)
+from .checks import (ERR_MASK_VALUE, _first, check_logp_range, check_nonempty_segments,
+                     check_values, error_message, logp_bound)
 from .segment_table import group_rows, segment_coefficients
 
 # Codes of csrc/segment_advantage.h (LogpDtype, IdDtype, MaskDtype).
@@ -76,15 +76,19 @@ def _inputs(t, s, ids, ids_code, mask, mask_code, adv, ht, group, num_groups):
 
 def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
                           response_mask, traj_index, lam, alpha, tau, rho_min, rho_max):
-    """C++ CPU backend: validates the data rules and computes in one native call.
+    """C++ CPU backend: validates the data rules (all but the advantages' range, checked by
+    the caller) and computes in one native call.
     Returns (advantages [B, L], gap, weight, length_factor [B, Kmax], num_segments [B]), the
     field order of SegmentAdvantage (the native call itself returns err, num, gap, w, rho)."""
     native = _backend.native_module()
     B, L = teacher_logp.shape
     ids, ids_code = _ids(segment_ids)
     ids, _ = _rows(ids)
-    host_checks = lambda: check_values(teacher_logp, student_logp, segment_ids,  # noqa: E731
-                                       advantages, has_teacher, response_mask)
+    def host_checks():   # the error path: the host checks in their order (checks.py)
+        check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
+        check_values(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
+                     response_mask)
+
     mask, mask_code = _mask_cpu(response_mask, host_checks)
     if mask is not None:
         mask, _ = _rows(mask)
@@ -99,7 +103,7 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
     out = _new_output(B, L, teacher_logp.device)
     err, num, gap, w, rho = native.segment_advantage_cpu(
         inputs, out.data_ptr(), out.stride(0), lam, alpha, tau, rho_min, rho_max,
-        torch.get_num_threads())
+        torch.get_num_threads(), logp_bound(max(L, 1)))
     del keep
     if err[0] != 0:
         # The kernel stops each row at its first error and reports the lowest row; the
