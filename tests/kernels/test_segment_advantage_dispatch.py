@@ -4,6 +4,8 @@ one kernel launch on CUDA) and host reads (each a synchronisation on CUDA).
 
 Targets: the triton backend (interpreter) makes at most 4 launching ops and at most 1 host
 read per call, and none in the deferred check mode with a static segment cap."""
+import os
+
 import pytest
 import torch
 
@@ -73,3 +75,76 @@ def test_triton_deferred_no_host_read(traj):
     torch.testing.assert_close(res.advantages, ref.advantages, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(res.gap[:, :k], ref.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
     assert res.gap[:, k:].isnan().all() and res.weight.shape == (6, 8)
+
+
+@needs_triton
+def test_deferred_reports_the_error_later():
+    """check="deferred": the call does not raise; raise_if_error() raises the message the
+    default mode raises."""
+    b = _batch()
+    b["teacher_logp"][2, :] = float("nan")
+    b["has_teacher"][2] = True
+    b["segment_ids"][2, 0] = 0
+    with pytest.raises(ValueError) as want:
+        sk.segment_advantage(**b, backend="torch")
+    _, chk = sk.segment_advantage(**b, backend="triton", max_segments=8, check="deferred")
+    with pytest.raises(ValueError) as got:
+        chk.raise_if_error()
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("backend", _backend.usable_backends(torch.device("cpu"),
+                                                             ("torch", "cpp", "triton")))
+def test_max_segments_caps_the_tables(backend):
+    b = _batch()
+    ref = sk.segment_advantage(**b, backend="torch")
+    k = ref.gap.shape[1]
+    res = sk.segment_advantage(**b, backend=backend, max_segments=k + 3)
+    assert res.gap.shape == (6, k + 3) and res.weight[:, k:].isnan().all()
+    torch.testing.assert_close(res.length_factor[:, :k], ref.length_factor, equal_nan=True)
+    with pytest.raises(ValueError, match=r"^max_segments: row \d+ has \d+ segments"):
+        sk.segment_advantage(**b, backend=backend, max_segments=k - 1)
+    with pytest.raises(ValueError, match="^check:"):
+        sk.segment_advantage(**b, backend=backend, check="later")
+    with pytest.raises(TypeError, match="^max_segments:"):
+        sk.segment_advantage(**b, backend=backend, max_segments=2.0)
+
+
+def test_deferred_needs_triton():
+    with pytest.raises(ValueError, match="^check: 'deferred' needs the triton backend"):
+        sk.segment_advantage(**_batch(), backend="torch", check="deferred")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
+                    reason="needs CUDA and compiled Triton")
+def test_cuda_graph_capture_and_replay():
+    """max_segments + check="deferred": the call captures in a CUDA graph; a replay on new
+    data gives the eager result, and a replay on bad data reports it through the word."""
+    dev = torch.device("cuda")
+    bs = [{k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in _batch().items()}
+          for _ in range(2)]
+    bs[1]["advantages"] = -bs[1]["advantages"] * 3
+    static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in bs[0].items()}
+    call = lambda: sk.segment_advantage(**static, backend="triton", max_segments=8,  # noqa: E731
+                                        check="deferred")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()                                   # compile and warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        res, chk = call()
+    for b in bs:
+        for k, v in b.items():
+            if isinstance(v, torch.Tensor):
+                static[k].copy_(v)
+        graph.replay()
+        chk.raise_if_error()
+        ref = sk.segment_advantage(**b, backend="torch", max_segments=8)
+        torch.testing.assert_close(res.advantages, ref.advantages, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(res.gap, ref.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
+    static["advantages"][1] = float("nan")
+    graph.replay()
+    with pytest.raises(ValueError, match="^advantages: must be finite"):
+        chk.raise_if_error()
