@@ -7,10 +7,14 @@
    batches of odd shapes (fp32 and bf16 log-probs, rows without a teacher, zero
    advantages, masked tokens, trajectories spread over rows): advantages, gap, weight,
    length factor and segment counts, NaN where the reference has NaN.
-2. Timing: median of `triton.testing.do_bench` at B=256, L=4096, about 40 segments a row
-   (the shape of benchmarks/RESULTS.md's CPU table), per backend, with the achieved
-   bandwidth over the bytes the call must touch (its inputs read once, the [B, L]
-   advantages written once) against the device's datasheet bandwidth.
+2. Timing: median of `triton.testing.do_bench` per backend at B=256 L=4096 (about 40
+   segments a row, the shape of the CPU table), a large RL batch B=4096 L=8192 and a
+   latency case B=8 L=512: µs per call, the achieved bandwidth over the bytes the call must
+   touch (its inputs read once, the [B, L] advantages written once), and the time over the
+   memory floor (those bytes at the datasheet bandwidth); launches and host reads per call
+   (sharpo_kernels/dispatch_count.py: torch ops and Triton launches; the native cuda
+   backend's own launches are not seen); and the triton call captured in a CUDA graph
+   (max_segments=64, check="deferred") and replayed.
 
 Without CUDA it says so and exits with status 0; `check_backends` also runs on the CPU
 (tests/kernels/test_gpu_segment_script.py).
@@ -97,6 +101,54 @@ def profile_backends(dev, path: str, calls: int = 10) -> None:
             f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=25) + "\n\n")
 
 
+SHAPES = ((256, 4096), (4096, 8192), (8, 512))
+
+
+def time_backends(dev, do_bench, peaks) -> list:
+    """Markdown rows: per shape and backend, counts per call, median µs, GB/s, time / floor;
+    then the triton call replayed from a CUDA graph."""
+    from sharpo_kernels.dispatch_count import count_dispatch
+    rows = []
+    for B, L in SHAPES:
+        batch = batch_on(dev, B, L, (30, 50), torch.float32, None, seed=0)
+        nbytes = touched_bytes(batch)
+        floor_us = nbytes / peaks[0] / 1e3 if peaks else None    # peaks[0]: GB/s
+        for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+            call = lambda b=b: sk.segment_advantage(**batch, backend=b)  # noqa: E731
+            call()
+            c = count_dispatch(call)
+            us = 1e3 * do_bench(call, warmup=10, rep=100, return_mode="median")
+            rows.append(f"| B={B} L={L} | {b} | {c.launches} | {c.host_reads} | {us:.1f} | "
+                        f"{nbytes / us / 1e3:.0f} | "
+                        f"{'?' if floor_us is None else f'{us / floor_us:.1f}x'} |")
+        if "triton" in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+            us = graph_replay_us(batch, do_bench)
+            rows.append(f"| B={B} L={L} | triton, CUDA graph replay | 0 | 0 | {us:.1f} | "
+                        f"{nbytes / us / 1e3:.0f} | "
+                        f"{'?' if floor_us is None else f'{us / floor_us:.1f}x'} |")
+        del batch
+        torch.cuda.empty_cache()
+    return rows
+
+
+def graph_replay_us(batch, do_bench) -> float:
+    """Median µs of replaying the triton call (max_segments=64, check="deferred") captured
+    in a CUDA graph; checks the replay's error word is clear."""
+    call = lambda: sk.segment_advantage(**batch, backend="triton", max_segments=64,  # noqa: E731
+                                        check="deferred")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, chk = call()
+    graph.replay()
+    chk.raise_if_error()
+    return 1e3 * do_bench(graph.replay, warmup=10, rep=100, return_mode="median")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_segment.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
@@ -116,22 +168,15 @@ def main(argv=None) -> int:
     lines = [f"- {'ok' if ok else 'FAIL'} {case} {b} {f}: max abs err "
              f"{'NaN pattern differs' if e is None else f'{e:.1e}'}" for case, b, f, e, ok in checks]
     print("\n".join(lines), flush=True)
-    batch = batch_on(dev, 256, 4096, (30, 50), torch.float32, None, seed=0)
-    nbytes = touched_bytes(batch)
-    rows = []
-    for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
-        ms = do_bench(lambda b=b: sk.segment_advantage(**batch, backend=b), warmup=25, rep=200,
-                      return_mode="median")
-        gbs = nbytes / ms / 1e6
-        rows.append(f"| {b} | {ms:.3f} | {gbs:.0f} | "
-                    f"{'?' if not peaks else f'{100 * gbs / peaks[0]:.1f}%'} |")
+    rows = time_backends(dev, do_bench, peaks)
     import triton
     head = (f"device: {name}; torch {torch.__version__}, triton {triton.__version__}; "
             f"native CUDA kernels: {_backend.native_has_cuda()}; {platform.node()}; "
             f"{time.time() - t0:.0f} s\n")
-    table = ("B=256, L=4096, 30-50 segments a row, fp32 log-probs; "
-             f"{nbytes / 1e6:.1f} MB touched at least.\n\n| backend | median ms | GB/s | "
-             "of the datasheet bandwidth |\n|---|---:|---:|---:|\n" + "\n".join(rows))
+    table = ("30-50 segments a row, fp32 log-probs, bool mask. Floor: the bytes touched at "
+             "the datasheet bandwidth.\n\n| shape | backend | launches | host reads | "
+             "median µs | GB/s | time / floor |\n|---|---|---:|---:|---:|---:|---:|\n"
+             + "\n".join(rows))
     report = head + "\nChecks (each backend against torch on the GPU):\n" + "\n".join(lines) + \
         "\n\n" + table + "\n"
     print(report)

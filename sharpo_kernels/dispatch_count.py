@@ -4,8 +4,9 @@
 
 - launches: torch ops that would launch a kernel on CUDA (every dispatched op except
   allocations and views, which only touch metadata), plus one per Triton kernel launch
-  (counted at the interpreter's grid executor, TRITON_INTERPRET=1; the interpreter's own
-  copies of the arguments are not counted).
+  (counted at the interpreter's grid executor under TRITON_INTERPRET=1, whose own copies of
+  the arguments are not counted, or at JITFunction.run when compiled). Calls into the
+  native module (cpp, cuda backends) are not seen.
 - host_reads: reads of device memory by the host, each a synchronisation on CUDA:
   `.item()`/`bool()`/`int()`/`float()` (the `_local_scalar_dense` op) and `.tolist()`.
 
@@ -61,6 +62,21 @@ class _Counter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def _counted(launch, counter):
+    """A Triton launch (interpreter grid executor, or compiled JITFunction.run) counted as
+    one, with the ops it dispatches itself (the interpreter's argument copies) ignored."""
+    def counted_launch(self, *a, **k):
+        if k.get("warmup"):
+            return launch(self, *a, **k)
+        counter.ops.append(f"triton:{getattr(self.fn, '__name__', 'kernel')}")
+        counter.quiet += 1
+        try:
+            return launch(self, *a, **k)
+        finally:
+            counter.quiet -= 1
+    return counted_launch
+
+
 def count_dispatch(fn, *args, **kwargs) -> DispatchCount:
     """Run fn(*args, **kwargs) once and count its launching ops and host reads."""
     counter = _Counter()
@@ -78,18 +94,10 @@ def count_dispatch(fn, *args, **kwargs) -> DispatchCount:
         except ImportError:
             interpreter = None
         if interpreter is not None:
-            launch = interpreter.GridExecutor.__call__
-
-            def counted_launch(self, *a, **k):
-                counter.ops.append(f"triton:{getattr(self.fn, '__name__', 'kernel')}")
-                counter.quiet += 1
-                try:
-                    return launch(self, *a, **k)
-                finally:
-                    counter.quiet -= 1
-
-            stack.enter_context(mock.patch.object(interpreter.GridExecutor, "__call__",
-                                                  counted_launch))
+            from triton.runtime.jit import JITFunction
+            for cls, method in ((interpreter.GridExecutor, "__call__"), (JITFunction, "run")):
+                stack.enter_context(mock.patch.object(
+                    cls, method, _counted(getattr(cls, method), counter)))
         stack.enter_context(counter)
         result = fn(*args, **kwargs)
     return DispatchCount(len(counter.ops), counter.host_reads, tuple(counter.ops), result)

@@ -377,4 +377,23 @@ def compile_specs(arch: int):
                      BLOCK=block, KBLOCK=cap), 8, 3, (B,),
                 f"segment_advantage {dn} B={B} L={L} mask={mask_b}",
                 elements=B * L, bytes=B * L * (2 * ldt.itemsize + 8 + mask_b + 4)))
+    # traj_index: phase A, then mbar over the trajectory and phases B, C (bf16, mask)
+    ldt = torch.bfloat16
+    out.append(KernelVariant(
+        _segment_scan_kernel,
+        (ldt, ldt, torch.int64, torch.uint8, torch.uint8, torch.float32, torch.float32,
+         torch.float32, torch.int64, torch.int64, B, L, L, L, 1, L, 1, L, 1, L, 1,
+         _f64_bits(3.0), 1.0),
+        dict(CAP=cap, HAS_MASK=True, CHECK_MASK=False, HAS_TEACHER=True, BLOCK=block), 8, 3,
+        (B,), f"segment_scan bfloat16 B={B} L={L} mask=1",
+        elements=B * L, bytes=B * L * (2 * ldt.itemsize + 8 + 1)))
+    out.append(KernelVariant(
+        _segment_finish_kernel,
+        (torch.int64, torch.uint8, torch.uint8, torch.float32, torch.int64, torch.float32,
+         torch.float32, torch.float32, torch.int64, torch.int64, B, L, L, L, 1, L, 1, L, 1,
+         0.8, 0.2, 0.5, 2.0, 0.25, 4.0),
+        dict(CAP=cap, HAS_MASK=True, HAS_TEACHER=True, BLOCK=block, KBLOCK=cap,
+             RBLOCK=min(1024, triton.next_power_of_2(B))), 8, 3, (B,),
+        f"segment_finish B={B} L={L} mask=1",
+        elements=B * L, bytes=B * L * (8 + 1 + 4)))
     return out
