@@ -28,7 +28,8 @@ Backends (chosen by sharpo_kernels/_backend.py), one module each in this folder:
     cpp     native.py          C++ CPU kernel of `_sharpo_native`; default for CPU tensors
     triton  triton_kernels.py  Triton kernels; CUDA tensors (CPU under TRITON_INTERPRET=1)
     cuda    native.py          CUDA kernels of `_sharpo_native`; default for CUDA tensors
-The torch, triton and cuda backends share the segment-table math of segment_table.py.
+The triton and cuda backends do the whole call, checks included, in one kernel pass per
+row (single_pass.py); torch and cpp check on the host and in their pass.
 Automatic order: "cpp", "cuda", "triton", "torch" (the first that runs on the inputs'
 device); `backend=` overrides.
 """
@@ -40,11 +41,9 @@ import torch
 
 from .. import _backend
 from .checks import (check_advantage_range, check_arguments, check_logp_range, check_params,
-                     check_values, decode_error_word, error_word_message, max_coefficient,
-                     RANK_OF_ERR, ERR_EMPTY_SEGMENT)
-
-RANK_EMPTY = RANK_OF_ERR[ERR_EMPTY_SEGMENT]
+                     check_values)
 from .coefficients import SHARPO_DEFAULTS as D
+from .single_pass import SegmentCheck, run_single_pass
 
 SEGMENT_ADVANTAGE_BACKENDS = _backend.OP_BACKENDS["segment_advantage"]   # automatic order
 
@@ -59,34 +58,6 @@ class SegmentAdvantage(NamedTuple):
 
 
 CHECK_MODES = ("raise", "deferred")
-
-
-class SegmentCheck:
-    """The data check of a `check="deferred"` call (docs/api.md "Graph capture"): `word`
-    ([2] int64 on the inputs' device: error key, Kmax) is written by the kernel; nothing is
-    read until `raise_if_error()`, which reads it once and raises the ValueError the call
-    would have raised. It keeps references to the inputs, so after a CUDA graph replay it
-    checks the replayed data."""
-
-    def __init__(self, word: torch.Tensor, inputs: dict, coefficient: float,
-                 max_segments: int):
-        self.word = word
-        self._inputs = inputs
-        self._coefficient = coefficient
-        self._max_segments = max_segments
-
-    def raise_if_error(self) -> None:
-        """One host read; ValueError naming the argument if a data rule was broken."""
-        err, _ = self.word.tolist()
-        if err:
-            raise ValueError(_message(err, self._inputs, self._coefficient,
-                                      self._max_segments))
-
-
-def _message(err: int, inputs: dict, coefficient: float, max_segments) -> str:
-    rank, r, p = decode_error_word(err, inputs["teacher_logp"].shape[1])
-    return error_word_message(rank, r, p, coefficient=coefficient, max_segments=max_segments,
-                              **inputs)
 
 
 def _check_max_segments(max_segments) -> Optional[int]:
@@ -129,7 +100,7 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     0/1 (bool, int or float; default all ones). traj_index: [B] int or None.
     max_segments: None (tables [B, Kmax]) or a static cap: tables [B, max_segments], NaN
     past K_i; a row with more segments is a ValueError naming max_segments.
-    check: "raise" (default) or "deferred" (triton backend only): no host read; returns
+    check: "raise" (default) or "deferred" (triton and cuda backends): no host read; returns
     (SegmentAdvantage, SegmentCheck) and the caller calls `.raise_if_error()` later
     (docs/api.md "Graph capture").
     backend: None (automatic), "torch", "cpp", "triton" or "cuda".
@@ -144,14 +115,20 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     device = teacher_logp.device
     name = _backend.resolve_backend(backend, device, SEGMENT_ADVANTAGE_BACKENDS)
     params = (lam, alpha, tau, rho_min, rho_max)
-    if check == "deferred" and name != "triton":
-        raise ValueError(f"check: 'deferred' needs the triton backend (one kernel writes the "
-                         f"error word), got backend {name!r}")
+    if check == "deferred" and name not in ("triton", "cuda"):
+        raise ValueError(f"check: 'deferred' needs the triton or cuda backend (one kernel "
+                         f"writes the error word), got backend {name!r}")
 
-    if name == "triton":   # validates inside its single pass (triton_kernels.py)
-        return _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages,
-                                         has_teacher, response_mask, traj_index, params,
-                                         max_segments, check == "deferred")
+    if name in ("triton", "cuda"):   # validate inside their single pass
+        if name == "triton":
+            from .triton_kernels import launch
+        else:
+            from .native import launch_cuda as launch
+        fields, chk = run_single_pass(launch, teacher_logp, student_logp, segment_ids,
+                                      advantages, has_teacher, response_mask, traj_index,
+                                      params, max_segments, check == "deferred")
+        res = SegmentAdvantage(*fields)
+        return (res, chk) if chk is not None else res
 
     check_advantage_range(advantages, lam, alpha, rho_max)   # before any backend runs
     if name == "cpp":   # validates the other rules inside its single pass over the tokens
@@ -169,40 +146,6 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     mask = None if response_mask is None else response_mask != 0
     args = (teacher_logp, student_logp, segment_ids, adv, ht, mask, traj_index, num_segments,
             kmax, *params)
-    if name == "torch":
-        from .reference import segment_advantage_torch as impl
-    else:  # "cuda"
-        from .native import segment_advantage_cuda as impl
-    out, gap, w, rho = impl(*args)
+    from .reference import segment_advantage_torch
+    out, gap, w, rho = segment_advantage_torch(*args)
     return _pad_tables(SegmentAdvantage(out, gap, w, rho, num_segments), max_segments)
-
-
-def _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
-                              response_mask, traj_index, params, max_segments, deferred):
-    """The triton backend: one launch (two with traj_index) and, unless deferred, one host
-    read of the error word."""
-    from .triton_kernels import DEFAULT_CAP, launch
-    L = teacher_logp.shape[1]
-    cap = max_segments if max_segments is not None else min(max(L, 1), DEFAULT_CAP)
-    inputs = dict(teacher_logp=teacher_logp, student_logp=student_logp,
-                  segment_ids=segment_ids, advantages=advantages, response_mask=response_mask)
-    coefficient = max_coefficient(params[0], params[1], params[4])
-    out, gap, w, rho, num, word = launch(teacher_logp, student_logp, segment_ids, advantages,
-                                         has_teacher, response_mask, traj_index, cap, *params)
-    res = SegmentAdvantage(out, gap, w, rho, num)
-    if deferred:
-        return res, SegmentCheck(word, dict(inputs, num_segments=num), coefficient, cap)
-    err, kmax = word.tolist()                                  # the one host read
-    inputs["num_segments"] = num
-    # Rules ranked before the empty-segment rule do not depend on the table's size.
-    if err and (max_segments is not None or decode_error_word(err, L)[0] < RANK_EMPTY):
-        raise ValueError(_message(err, inputs, coefficient, cap))
-    if max_segments is None and kmax > cap:   # more segments than the default table: again
-        return _segment_advantage_triton(teacher_logp, student_logp, segment_ids, advantages,
-                                         has_teacher, response_mask, traj_index, params,
-                                         kmax, False)
-    if err:
-        raise ValueError(_message(err, inputs, coefficient, cap))
-    if max_segments is None:
-        res = res._replace(gap=gap[:, :kmax], weight=w[:, :kmax], length_factor=rho[:, :kmax])
-    return res

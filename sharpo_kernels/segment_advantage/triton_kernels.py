@@ -31,11 +31,12 @@ import torch
 import triton
 import triton.language as tl
 
-from .checks import (KEY_NONE, KEY_SHIFT, RANK_OF_ERR, RANK_TOO_MANY_SEGMENTS, ERR_ADVANTAGE_NONFINITE,
-                     ERR_EMPTY_SEGMENT, ERR_ID_BELOW_MINUS_ONE, ERR_ID_ORDER, ERR_MASK_VALUE,
-                     ERR_STUDENT_NONFINITE, ERR_TEACHER_NONFINITE, RANK_ADVANTAGE_RANGE,
-                     RANK_STUDENT_RANGE, RANK_TEACHER_RANGE, _FP32_HALF, logp_bound,
-                     max_coefficient)
+from .checks import (ERR_ADVANTAGE_NONFINITE, ERR_EMPTY_SEGMENT, ERR_ID_BELOW_MINUS_ONE,
+                     ERR_ID_ORDER, ERR_MASK_VALUE, ERR_STUDENT_NONFINITE, ERR_TEACHER_NONFINITE,
+                     KEY_NONE, KEY_SHIFT, RANK_ADVANTAGE_RANGE, RANK_OF_ERR,
+                     RANK_STUDENT_RANGE, RANK_TEACHER_RANGE, RANK_TOO_MANY_SEGMENTS,
+                     _FP32_HALF, logp_bound, max_coefficient)
+from .single_pass import new_buffers
 
 # Keys' rank parts (rank * 2**KEY_SHIFT), as compile-time constants of the kernels.
 _K_ADV_RANGE = tl.constexpr(RANK_ADVANTAGE_RANGE << KEY_SHIFT)
@@ -52,7 +53,6 @@ _K_TOO_MANY = tl.constexpr(RANK_TOO_MANY_SEGMENTS << KEY_SHIFT)
 _K_NONE = tl.constexpr(KEY_NONE)
 _FP32_HALF_C = tl.constexpr(_FP32_HALF)
 
-DEFAULT_CAP = 64   # table columns without max_segments; a row with more costs a second call
 
 
 @triton.jit
@@ -309,11 +309,8 @@ def launch(teacher_logp, student_logp, segment_ids, advantages, has_teacher, res
     host read. Inputs are checked for type and shape (checks.check_arguments) only."""
     device = teacher_logp.device
     B, L = teacher_logp.shape
-    capp = max(cap, 1)
-    tab = _new_output(4 * B, capp, device).view(4, B, capp)
-    out = _new_output(B, L, device)
-    num = torch.empty(B, dtype=torch.int64, device=device)
-    word = torch.zeros(2, dtype=torch.int64, device=device)
+    tab, out, num, word = new_buffers(_new_output, B, L, cap, device)
+    capp = tab.shape[2]
     if B:
         mask = response_mask
         if mask is not None and mask.dtype == torch.bool:
@@ -361,7 +358,7 @@ def compile_specs(arch: int):
     """[KernelVariant] of the single-pass kernel for sm_<arch>."""
     from ..compiled.variants import KernelVariant
     out = []
-    B, L, cap = 256, 4096, DEFAULT_CAP
+    B, L, cap = 256, 4096, 64
     block = _block(L, torch.device("cuda"))
     for ldt in (torch.float32, torch.bfloat16, torch.float16):
         dn = str(ldt).split(".")[-1]

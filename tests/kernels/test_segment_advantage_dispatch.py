@@ -111,13 +111,18 @@ def test_max_segments_caps_the_tables(backend):
 
 
 def test_deferred_needs_triton():
-    with pytest.raises(ValueError, match="^check: 'deferred' needs the triton backend"):
+    with pytest.raises(ValueError, match="^check: 'deferred' needs the triton or cuda backend"):
         sk.segment_advantage(**_batch(), backend="torch", check="deferred")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-                    reason="needs CUDA and compiled Triton")
-def test_cuda_graph_capture_and_replay():
+GPU_BACKENDS = (_backend.usable_backends(torch.device("cuda"), ("triton", "cuda"))
+                if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+                else [])
+
+
+@pytest.mark.skipif(not GPU_BACKENDS, reason="needs CUDA and compiled Triton")
+@pytest.mark.parametrize("backend", GPU_BACKENDS or ["triton"])
+def test_cuda_graph_capture_and_replay(backend):
     """max_segments + check="deferred": the call captures in a CUDA graph; a replay on new
     data gives the eager result, and a replay on bad data reports it through the word."""
     dev = torch.device("cuda")
@@ -125,7 +130,7 @@ def test_cuda_graph_capture_and_replay():
           for _ in range(2)]
     bs[1]["advantages"] = -bs[1]["advantages"] * 3
     static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in bs[0].items()}
-    call = lambda: sk.segment_advantage(**static, backend="triton", max_segments=8,  # noqa: E731
+    call = lambda: sk.segment_advantage(**static, backend=backend, max_segments=8,  # noqa: E731
                                         check="deferred")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -148,3 +153,33 @@ def test_cuda_graph_capture_and_replay():
     graph.replay()
     with pytest.raises(ValueError, match="^advantages: must be finite"):
         chk.raise_if_error()
+
+
+@pytest.mark.parametrize("traj", [False, True])
+@pytest.mark.parametrize("deferred", [False, True])
+def test_cuda_glue_counts(monkeypatch, traj, deferred):
+    """The torch ops around the native CUDA kernel (run here on CPU tensors with the native
+    call stubbed out): at most 4 launching ops, 1 host read, 0 deferred; the kernel gets one
+    call with the tables, output and word."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from sharpo_kernels.segment_advantage import native, single_pass
+    calls = []
+
+    def fake_kernel(*args):
+        calls.append(args)
+        return 0
+
+    monkeypatch.setattr(_backend, "native_module",
+                        lambda: SimpleNamespace(segment_advantage_cuda=fake_kernel))
+    monkeypatch.setattr(torch.cuda, "device", lambda d: nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d: SimpleNamespace(cuda_stream=0))
+    b = _batch(traj)
+    args = [b[k] for k in ("teacher_logp", "student_logp", "segment_ids", "advantages",
+                           "has_teacher", "response_mask", "traj_index")]
+    c = count_dispatch(single_pass.run_single_pass, native.launch_cuda, *args,
+                       (0.2, 0.5, 1.0, 0.25, 4.0), 8 if deferred else None, deferred)
+    assert len(calls) == 1 and c.launches <= 4, c.ops
+    assert c.host_reads == (0 if deferred else 1), c.ops
+    assert calls[0][4] == (8 if deferred else 40) and calls[0][11] == (0 if not traj else b["traj_index"].data_ptr())
