@@ -151,12 +151,13 @@ def launch_cuda(teacher_logp, student_logp, segment_ids, advantages, has_teacher
         mask, mask_code, mask_check = _mask_cuda(response_mask)
         if mask is not None:
             mask, _ = _rows(mask)
-        adv = advantages if advantages.dtype in _ADV_CODE else advantages.double()
-        ht = None if has_teacher is None else has_teacher.view(torch.uint8)
+        # [B] vectors are read at b (no stride): contiguous (a no-op when they are)
+        adv = (advantages if advantages.dtype in _ADV_CODE else advantages.double()).contiguous()
+        ht = None if has_teacher is None else has_teacher.contiguous().view(torch.uint8)
         traj = None
         rowm = None
         if traj_index is not None:
-            traj = traj_index if traj_index.dtype == torch.int64 else traj_index.long()
+            traj = traj_index.to(torch.int64).contiguous()
             rowm = torch.empty(B, dtype=torch.float32, device=device)
         inputs, keep = _inputs(teacher_logp, student_logp, ids, ids_code, mask, mask_code, adv,
                                ht, None, 0)

@@ -319,7 +319,9 @@ def launch(teacher_logp, student_logp, segment_ids, advantages, has_teacher, res
         mask_arg = mask if has_mask else segment_ids    # unused pointer without a mask
         ms = (mask.stride(0), mask.stride(1)) if has_mask else (0, 0)
         has_teacher_arg = has_teacher is not None
-        ht = has_teacher.view(torch.uint8) if has_teacher_arg else segment_ids
+        # [B] vectors are read at b (no stride): contiguous (a no-op when they are)
+        ht = has_teacher.contiguous().view(torch.uint8) if has_teacher_arg else segment_ids
+        advantages = advantages.contiguous()
         t, s, ids = teacher_logp, student_logp, segment_ids
         common = (L, max(L, 1), t.stride(0), t.stride(1), s.stride(0), s.stride(1),
                   ids.stride(0), ids.stride(1), *ms)
