@@ -183,3 +183,36 @@ def test_cuda_glue_counts(monkeypatch, traj, deferred):
     assert len(calls) == 1 and c.launches <= 4, c.ops
     assert c.host_reads == (0 if deferred else 1), c.ops
     assert calls[0][4] == (8 if deferred else 40) and calls[0][11] == (0 if not traj else b["traj_index"].data_ptr())
+
+
+@needs_triton
+@pytest.mark.parametrize("traj", [False, True])
+def test_more_segments_than_the_default_table(traj):
+    """A row with more segments than single_pass.DEFAULT_CAP: the call launches again with
+    the exact Kmax (one more read) and matches the reference; an empty segment past the
+    default table is still reported first by row."""
+    from sharpo_kernels.segment_advantage.single_pass import DEFAULT_CAP
+    K = DEFAULT_CAP + 7
+    b = random_batch(3, 2 * K + 5, segments=(1, 3), seed=9, traj_groups=2 if traj else None)
+    if not traj:
+        b["traj_index"] = None
+    ids = torch.full((2 * K + 5,), -1, dtype=torch.int64)
+    ids[1:2 * K + 1] = torch.arange(K).repeat_interleave(2)
+    b["segment_ids"][1] = ids
+    b["response_mask"][1] = True
+    g = torch.Generator().manual_seed(4)
+    b["teacher_logp"][1] = -torch.rand(2 * K + 5, generator=g)   # no NaN padding in row 1
+    b["student_logp"][1] = -torch.rand(2 * K + 5, generator=g)
+    ref = sk.segment_advantage(**b, backend="torch")
+    c = count_dispatch(sk.segment_advantage, **b, backend="triton")
+    assert c.host_reads == 2 and ref.gap.shape == (3, K) == c.result.gap.shape
+    for got, want in zip(c.result, ref):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    b["response_mask"] = b["response_mask"].clone()
+    b["response_mask"][1, 2 * K - 1:2 * K + 1] = False        # empties segment K - 1
+    msgs = set()
+    for backend in ("torch", "triton"):
+        with pytest.raises(ValueError) as e:
+            sk.segment_advantage(**b, backend=backend)
+        msgs.add(str(e.value))
+    assert len(msgs) == 1 and f"segment {K - 1} of row 1" in msgs.pop()
