@@ -6,7 +6,8 @@
    was built with nvcc) against the "torch" backend on the same device, on fresh random
    batches of odd shapes (fp32 and bf16 log-probs, rows without a teacher, zero
    advantages, masked tokens, trajectories spread over rows): advantages, gap, weight,
-   length factor and segment counts, NaN where the reference has NaN.
+   length factor and segment counts, NaN where the reference has NaN; and one batch per
+   broken data rule raises torch's message word for word (`check_errors`).
 2. Timing: median of `triton.testing.do_bench` per backend at B=256 L=4096 (about 40
    segments a row, the shape of the CPU table), a large RL batch B=4096 L=8192 and a
    latency case B=8 L=512: µs per call, the achieved bandwidth over the bytes the call must
@@ -71,6 +72,53 @@ def check_backends(device, backends=None, seed: int = 0) -> list:
                 out.append((case, name, field, err, ok))    # assert_close's fp32 tolerances
             ok = bool(torch.equal(got.num_segments.cpu(), want.num_segments.cpu()))
             out.append((case, name, "num_segments", 0.0 if ok else None, ok))
+    return out
+
+
+def _break(batch: dict, rule: str) -> dict:
+    """A copy of `batch` with one data rule broken (checks.py), in row 1."""
+    b = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    ids = b["segment_ids"]
+    first = int((ids[1] >= 0).nonzero()[0, 0]) if bool((ids[1] >= 0).any()) else 0
+    if rule == "nan teacher":
+        b["has_teacher"][1] = True
+        ids[1, first] = max(int(ids[1, first]), 0) if first else 0
+        b["response_mask"][1, first] = True
+        b["teacher_logp"][1, first] = float("nan")
+    elif rule == "id below -1":
+        ids[1, 3] = -5
+    elif rule == "advantage inf":
+        b["advantages"][1] = float("inf")
+    else:   # "empty segment": every position of row 1 masked
+        ids[1, :2] = 0
+        b["response_mask"][1] = False
+    return b
+
+
+ERROR_RULES = ("nan teacher", "id below -1", "advantage inf", "empty segment")
+
+
+def check_errors(device, backends=None, seed: int = 0) -> list:
+    """[(rule, backend, message, ok)]: a batch with one broken rule raises the torch
+    backend's ValueError, word for word, on every other backend (the single-pass kernels
+    report it through their error word)."""
+    if backends is None:
+        backends = [b for b in _backend.usable_backends(device, SEGMENT_ADVANTAGE_BACKENDS)
+                    if b != "torch"]
+    base = batch_on(device, 6, 97, (1, 5), torch.float32, None, seed)
+    out = []
+    for rule in ERROR_RULES:
+        bad = _break(base, rule)
+        msgs = {}
+        for name in ["torch", *backends]:
+            try:
+                sk.segment_advantage(**bad, backend=name)
+                msgs[name] = "no error"
+            except ValueError as e:
+                msgs[name] = str(e)
+        for name in backends:
+            out.append((rule, name, msgs[name],
+                        msgs[name] == msgs["torch"] and msgs[name] != "no error"))
     return out
 
 
@@ -167,6 +215,9 @@ def main(argv=None) -> int:
     checks = check_backends(dev)
     lines = [f"- {'ok' if ok else 'FAIL'} {case} {b} {f}: max abs err "
              f"{'NaN pattern differs' if e is None else f'{e:.1e}'}" for case, b, f, e, ok in checks]
+    errors = check_errors(dev)
+    lines += [f"- {'ok' if ok else 'FAIL'} error '{rule}' {b}: {msg}"
+              for rule, b, msg, ok in errors]
     print("\n".join(lines), flush=True)
     rows = time_backends(dev, do_bench, peaks)
     import triton
@@ -185,7 +236,7 @@ def main(argv=None) -> int:
             f.write(report)
     if args.profile:
         profile_backends(dev, args.profile)
-    return 0 if all(c[-1] for c in checks) else 1
+    return 0 if all(c[-1] for c in checks + errors) else 1
 
 
 if __name__ == "__main__":
