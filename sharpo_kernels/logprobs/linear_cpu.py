@@ -10,6 +10,8 @@ import torch
 from .cpu_tiles import (DEFAULT_OPTIONS, ChunkOptions, _cdtype, _finish_forward, _tile_grad_,
                         _tile_sums_, _valid_rows, _Workspace)
 from .grads import linear_grads
+from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
+                            frozen_head_forward)
 from .online_lse import online_lse_rescale
 
 __all__ = ["linear_logprobs_cpu", "linear_logprobs_cpu_forward", "linear_logprobs_cpu_backward"]
@@ -133,12 +135,60 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
             m[r0:r1], s[r0:r1], t[r0:r1] = m_new, s_new, t_new
             del z, d
     logs = s.log()
-    lp = (xy - m) / temperature - logs
+    lp = ((xy - m) / temperature - logs).clamp_(max=0.0)    # log p <= 0 (docs/api.md)
     ent = logs - t / s if need_entropy else torch.zeros_like(logs)
     logp.index_copy_(0, rows, lp)
     if need_entropy:
         entropy.index_copy_(0, rows, ent)
     return logp, entropy, rows, m, logs, ent
+
+
+class _CPUHeadSlices:
+    """linear_frozen.HeadSlices on the CPU: each weight slice upcast once to the computation
+    dtype, MKL products into the workspace."""
+
+    def __init__(self, weight, bias, dt: torch.dtype, ws: _Workspace):
+        self.weight, self.bias, self.dtype, self.ws = weight, bias, dt, ws
+        self.wv = self.bv = None
+
+    def load(self, v0: int, v1: int) -> None:
+        self.wv = self.weight[v0:v1].to(self.dtype)
+        self.bv = None if self.bias is None else self.bias[v0:v1].to(self.dtype)
+
+    def logits(self, h):
+        return _logits_tile(self.ws, h, self.wv, self.bv)
+
+    def accumulate(self, acc, e):
+        acc.addmm_(e, self.wv)
+
+    def scratch(self, rows: int, cols: int):
+        return self.ws.get("e", rows, cols)
+
+
+def linear_logprobs_cpu_frozen_forward(hidden, weight, bias, labels, temperature: float,
+                                       ignore_index: int, need_entropy: bool,
+                                       options: ChunkOptions = DEFAULT_OPTIONS):
+    """The frozen-head forward (linear_frozen.py): as linear_logprobs_cpu_forward, and the
+    gradient direction J [N_valid, H] of each scored row's log-prob w.r.t. its hidden state.
+
+    Returns (logp [N], entropy [N], rows, J)."""
+    n = hidden.shape[0]
+    dt = _cdtype(hidden, weight, bias)
+    logp = torch.zeros(n, dtype=dt)
+    entropy = torch.zeros(n, dtype=dt)
+    rows = _valid_rows(labels, ignore_index)
+    nv = rows.numel()
+    hv = hidden.index_select(0, rows).to(dt)
+    lab = labels.index_select(0, rows)
+    rb, vb = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
+    stats = frozen_head_forward(hv, lab, weight.shape[0],
+                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
+                                temperature, need_entropy)
+    lp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    logp.index_copy_(0, rows, lp)
+    if need_entropy:
+        entropy.index_copy_(0, rows, ent)
+    return logp, entropy, rows, j
 
 
 def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs_all, ent_all,
@@ -210,7 +260,17 @@ class LinearLogprobsCPU(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                options):
+                options, frozen=False):
+        # an output nobody uses gets None in backward, not zeros: no entropy backward then
+        ctx.set_materialize_grads(False)
+        ctx.frozen = frozen
+        if frozen:                      # the head needs no gradient: 2 matmuls in all
+            logp, entropy, rows, j = linear_logprobs_cpu_frozen_forward(
+                hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
+                options)
+            ctx.mark_non_differentiable(entropy)
+            ctx.save_for_backward(hidden, rows, j)
+            return logp, entropy
         stash = None
         if options.stash_logits and ctx.needs_input_grad[1]:
             stash = _stash_buffer(weight, int((labels != ignore_index).sum()),
@@ -225,8 +285,13 @@ class LinearLogprobsCPU(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
+        if ctx.frozen:
+            nones = (None,) * 8
+            return (frozen_head_backward(ctx.saved_tensors, g_lp), *nones)
         hidden, weight, bias, labels, rows, m, logs, ent = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        if g_lp is None:                # only the entropy is used
+            g_lp = torch.zeros(labels.shape, dtype=m.dtype)
         # the stash is used up (it becomes grad_weight): a second backward (retain_graph)
         # recomputes every tile into a fresh buffer
         stash, ctx.stash = ctx.stash, None
@@ -235,11 +300,18 @@ class LinearLogprobsCPU(torch.autograd.Function):
             g_ent if ctx.need_entropy else None, ctx.temperature,
             need_h, need_w, need_b and bias is not None, ctx.options,
             stash if need_w else None)
-        return gh, gw, gb, None, None, None, None, None
+        return gh, gw, gb, None, None, None, None, None, None
 
 
 def linear_logprobs_cpu(hidden, weight, labels, bias=None, temperature=1.0, ignore_index=-100,
-                        return_entropy=False, options: ChunkOptions = DEFAULT_OPTIONS):
-    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N])."""
-    return LinearLogprobsCPU.apply(hidden, weight, bias, labels, float(temperature),
-                                   int(ignore_index), bool(return_entropy), options)
+                        return_entropy=False, options: ChunkOptions = DEFAULT_OPTIONS,
+                        entropy_grad: bool = True):
+    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
+    entropy_grad=False: the entropy comes back without a gradient (api.py)."""
+    frozen = frozen_head(hidden, weight, bias, return_entropy, entropy_grad)
+    logp, entropy = LinearLogprobsCPU.apply(hidden, weight, bias, labels, float(temperature),
+                                            int(ignore_index), bool(return_entropy), options,
+                                            frozen)
+    if not entropy_grad:
+        entropy = entropy.detach()
+    return logp, entropy

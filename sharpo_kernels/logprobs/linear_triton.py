@@ -29,7 +29,9 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
-from .linear_backward_triton import linear_logprobs_triton_backward
+from .linear_backward_triton import _addmm_f32_, _cublas_tf32, linear_logprobs_triton_backward
+from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
+                            frozen_head_forward)
 from .linear_tiles import _logits_tile
 from .online_lse import online_lse_rescale
 from .online_lse_triton import online_lse_rescale_triton
@@ -250,11 +252,62 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
                                                 temperature)
     s = s_parts.sum(0)
     logs = s.log()
-    logp = (xy - m) / temperature - logs
+    # log p <= 0: xy (the label kernel's sum) and m (the tile kernel's) round differently,
+    # which at large logits could give a positive value (docs/api.md, "Accepted ranges")
+    logp = ((xy - m) / temperature - logs).clamp_(max=0.0)
     ent = None
     if need_entropy:
         ent = logs - t_parts.sum(0) / s
     return logp, ent, m, logs, ent
+
+
+class _TorchHeadSlices:
+    """linear_frozen.HeadSlices of the triton backend: cuBLAS products on a GPU (16-bit
+    operands with fp32 output, `_addmm_f32_`; fp32 operands in IEEE fp32 unless allow_tf32),
+    upcast products in the interpreter. exp(d) enters the accumulate product in the weight's
+    dtype on a GPU (as the backward's dL/dz chunk does), in fp32 in the interpreter."""
+
+    dtype = torch.float32
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+        self.wv = self.bv = None
+
+    def load(self, v0: int, v1: int) -> None:
+        self.wv = self.weight[v0:v1]
+        self.bv = None if self.bias is None else self.bias[v0:v1].float()
+
+    def logits(self, h):
+        z = torch.zeros(h.shape[0], self.wv.shape[0], dtype=torch.float32, device=h.device)
+        _addmm_f32_(z, h, self.wv.t())
+        return z if self.bv is None else z.add_(self.bv)
+
+    def accumulate(self, acc, e):
+        half = self.wv.dtype != torch.float32 and e.is_cuda
+        _addmm_f32_(acc, e.to(self.wv.dtype) if half else e, self.wv)
+
+    def scratch(self, rows: int, cols: int):
+        return torch.empty(rows, cols, dtype=torch.float32, device=self.weight.device)
+
+
+_FROZEN_BLOCK_V = 128       # the frozen path's chunk width is a multiple of this
+
+
+def linear_logprobs_triton_frozen_forward(hidden, weight, bias, rows, lab, temperature: float,
+                                          need_entropy: bool, config: LinearTritonConfig,
+                                          allow_tf32: bool = False):
+    """The frozen-head forward (linear_frozen.py) over vocabulary chunks of at most
+    config.chunk_bytes of fp32 logits [NV, Vc]. -> (logp [NV], entropy [NV] or None,
+    J [NV, H] fp32)."""
+    nv = rows.numel()
+    v = weight.shape[0]
+    vc = config.chunk_columns(nv, v, _FROZEN_BLOCK_V, 4)
+    hv = hidden.index_select(0, rows)
+    with _cublas_tf32(hidden.device, _tf32(hidden.dtype, allow_tf32)):
+        stats = frozen_head_forward(hv, lab, v, _TorchHeadSlices(weight, bias), max(nv, 1), vc,
+                                    temperature, need_entropy)
+    logp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    return logp, ent, j
 
 
 class LinearLogprobsTriton(torch.autograd.Function):
@@ -262,10 +315,24 @@ class LinearLogprobsTriton(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                config, allow_tf32):
+                config, allow_tf32, frozen=False):
+        # an output nobody uses gets None in backward, not zeros: no entropy backward then
+        ctx.set_materialize_grads(False)
+        ctx.frozen = frozen
         n = hidden.shape[0]
         rows = (labels != ignore_index).nonzero().squeeze(1)
         lab = labels.index_select(0, rows).contiguous()
+        if frozen:                      # the head needs no gradient: 2 matmuls in all
+            lp_v, ent_v, j = linear_logprobs_triton_frozen_forward(
+                hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
+            logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+            logp.index_copy_(0, rows, lp_v)
+            entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+            if need_entropy:
+                entropy.index_copy_(0, rows, ent_v)
+            ctx.mark_non_differentiable(entropy)
+            ctx.save_for_backward(hidden, rows, j)
+            return logp, entropy
         lp_v, ent_v, m, logs, ent = linear_logprobs_triton_forward(
             hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
         logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
@@ -282,25 +349,32 @@ class LinearLogprobsTriton(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
+        if ctx.frozen:
+            nones = (None,) * 9
+            return (frozen_head_backward(ctx.saved_tensors, g_lp), *nones)
         hidden, weight, bias, rows, lab, m, logs, ent = ctx.saved_tensors
         temperature, need_entropy, config, allow_tf32 = ctx.args
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        g_lp_v = g_lp.index_select(0, rows)
-        g_ent_v = g_ent.index_select(0, rows) if need_entropy else None
+        g_lp_v = (torch.zeros_like(m) if g_lp is None       # only the entropy is used
+                  else g_lp.index_select(0, rows))
+        g_ent_v = g_ent.index_select(0, rows) if need_entropy and g_ent is not None else None
         gh, gw, gb = linear_logprobs_triton_backward(
             hidden, weight, bias, rows, lab, m, logs, ent, g_lp_v, g_ent_v, temperature,
             need_h, need_w, need_b and bias is not None, config,
             _tf32(hidden.dtype, allow_tf32))
-        return gh, gw, gb, None, None, None, None, None, None
+        return gh, gw, gb, None, None, None, None, None, None, None
 
 
 def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
                            ignore_index=-100, return_entropy=False,
-                           config: LinearTritonConfig | None = None, allow_tf32: bool = False):
+                           config: LinearTritonConfig | None = None, allow_tf32: bool = False,
+                           entropy_grad: bool = True):
     """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
 
     allow_tf32: fp32 inputs may use TF32 tensor-core products (forward and backward);
-    bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products."""
+    bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products.
+    entropy_grad=False: the entropy comes back without a gradient (api.py), which lets a
+    frozen head take the two-matmul path (linear_frozen.py)."""
     for name, t in (("hidden", hidden), ("weight", weight), ("bias", bias)):
         if t is not None and t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(f"{name}: the triton backend takes float32/bfloat16/float16, got "
@@ -310,9 +384,12 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     if bias is not None:
         bias = bias.contiguous()
     labels = labels.to(torch.int64).contiguous()
-    return LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
-                                      int(ignore_index), bool(return_entropy),
-                                      config or LinearTritonConfig(), bool(allow_tf32))
+    frozen = frozen_head(hidden, weight, bias, return_entropy, entropy_grad)
+    logp, entropy = LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
+                                               int(ignore_index), bool(return_entropy),
+                                               config or LinearTritonConfig(),
+                                               bool(allow_tf32), frozen)
+    return logp, (entropy if entropy_grad else entropy.detach())
 
 
 # ---------------------------------------------------------------------------------------
