@@ -315,10 +315,10 @@ class LinearLogprobsTriton(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                config, allow_tf32, frozen=False):
+                config, allow_tf32, frozen=False, grad_filter=0.0):
         # an output nobody uses gets None in backward, not zeros: no entropy backward then
         ctx.set_materialize_grads(False)
-        ctx.frozen = frozen
+        ctx.frozen, ctx.grad_filter = frozen, grad_filter
         n = hidden.shape[0]
         rows = (labels != ignore_index).nonzero().squeeze(1)
         lab = labels.index_select(0, rows).contiguous()
@@ -350,7 +350,7 @@ class LinearLogprobsTriton(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
         if ctx.frozen:
-            nones = (None,) * 9
+            nones = (None,) * 10
             return (frozen_head_backward(ctx.saved_tensors, g_lp), *nones)
         hidden, weight, bias, rows, lab, m, logs, ent = ctx.saved_tensors
         temperature, need_entropy, config, allow_tf32 = ctx.args
@@ -361,20 +361,21 @@ class LinearLogprobsTriton(torch.autograd.Function):
         gh, gw, gb = linear_logprobs_triton_backward(
             hidden, weight, bias, rows, lab, m, logs, ent, g_lp_v, g_ent_v, temperature,
             need_h, need_w, need_b and bias is not None, config,
-            _tf32(hidden.dtype, allow_tf32))
-        return gh, gw, gb, None, None, None, None, None, None, None
+            _tf32(hidden.dtype, allow_tf32), ctx.grad_filter)
+        return gh, gw, gb, None, None, None, None, None, None, None, None
 
 
 def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
                            ignore_index=-100, return_entropy=False,
                            config: LinearTritonConfig | None = None, allow_tf32: bool = False,
-                           entropy_grad: bool = True):
+                           entropy_grad: bool = True, grad_filter: float = 0.0):
     """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
 
     allow_tf32: fp32 inputs may use TF32 tensor-core products (forward and backward);
     bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products.
     entropy_grad=False: the entropy comes back without a gradient (api.py), which lets a
-    frozen head take the two-matmul path (linear_frozen.py)."""
+    frozen head take the two-matmul path (linear_frozen.py). grad_filter: the backward's
+    opt-in tile filter (grad_filter.py; 0: off)."""
     for name, t in (("hidden", hidden), ("weight", weight), ("bias", bias)):
         if t is not None and t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(f"{name}: the triton backend takes float32/bfloat16/float16, got "
@@ -388,7 +389,7 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     logp, entropy = LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
                                                int(ignore_index), bool(return_entropy),
                                                config or LinearTritonConfig(),
-                                               bool(allow_tf32), frozen)
+                                               bool(allow_tf32), frozen, float(grad_filter))
     return logp, (entropy if entropy_grad else entropy.detach())
 
 
@@ -471,19 +472,26 @@ def compile_specs(arch: int):
                                           + nv * v * elt * (need_h + need_w)
                                           + need_w * (nv * h + v * h) * elt
                                           + need_h * (v * h * elt + chunks * 2 * 4 * nv * h))
-                                out.append(KernelVariant(
-                                    _linear_dlogits_kernel,
-                                    (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
-                                     f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7),
-                                    dict(bcommon, HAS_BIAS=bias, NEED_ENTROPY=ent,
-                                         NEED_B=bool(need_b)),
-                                    bwarps, 3, (b_tiles, triton.cdiv(min(v, vc), bbv) * chunks),
-                                    f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
-                                    f"h={need_h} w={need_w} b={need_b}{tag}",
-                                    elements=nv * v,
-                                    mma_flops=2 * nv * v * h * (1 + need_h + need_w),
-                                    bytes=nbytes, atomics=0, mufu_per_element=1.0,
-                                    loop_trips=(triton.cdiv(h, bbh),),
-                                    extra=dict(chunk_columns=vc, chunks=chunks,
-                                               cublas_flops=2 * nv * v * h * (need_h + need_w))))
+                                # grad_filter (grad_filter.py): the kernel also writes
+                                # its per-tile keep flags; compiled for the gradient sets
+                                # training without a bias uses (h, w) and (h only)
+                                filters = (False, True) if not need_b and need_h else (False,)
+                                for filt in filters:
+                                    out.append(KernelVariant(
+                                        _linear_dlogits_kernel,
+                                        (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                         f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7,
+                                         torch.int32, triton.cdiv(vc, bbv), 0.0),
+                                        dict(bcommon, HAS_BIAS=bias, NEED_ENTROPY=ent,
+                                             NEED_B=bool(need_b), FILTER=filt),
+                                        bwarps, 3, (b_tiles, triton.cdiv(min(v, vc), bbv) * chunks),
+                                        f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
+                                        f"h={need_h} w={need_w} b={need_b}{tag}"
+                                        f"{' filter=1' if filt else ''}",
+                                        elements=nv * v,
+                                        mma_flops=2 * nv * v * h * (1 + need_h + need_w),
+                                        bytes=nbytes, atomics=0, mufu_per_element=1.0,
+                                        loop_trips=(triton.cdiv(h, bbh),),
+                                        extra=dict(chunk_columns=vc, chunks=chunks,
+                                                   cublas_flops=2 * nv * v * h * (need_h + need_w))))
     return out
