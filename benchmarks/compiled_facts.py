@@ -35,6 +35,7 @@ SELECTED = (
     "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
+    "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0 filter=1",
     "linear_fwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",

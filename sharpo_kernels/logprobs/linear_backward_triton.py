@@ -47,7 +47,8 @@ def _linear_dlogits_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, la
                            HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
                            NEED_B: tl.constexpr, DOT_FP32: tl.constexpr, TF32: tl.constexpr,
                            BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr,
-                           BLOCK_H: tl.constexpr, FILTER: tl.constexpr = False):
+                           BLOCK_H: tl.constexpr, FILTER: tl.constexpr = False,
+                           EVEN_H: tl.constexpr = False):
     """dz [NV, Vc] (row stride stride_dz) for vocabulary columns [v_lo, v_hi); gbp [row
     tiles, Vc]: per row tile, the column sums of dz in fp32. Every element of
     dz[:NV, :v_hi - v_lo] and gbp[:, :v_hi - v_lo] is written exactly once; no atomics.
@@ -59,14 +60,15 @@ def _linear_dlogits_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr, la
     n_mask = offs_n < NV
     rows = tl.load(rows_ptr + offs_n, mask=n_mask, other=0)
     lab = tl.load(lab_ptr + offs_n, mask=n_mask, other=-1)
-    m = tl.load(m_ptr + offs_n, mask=n_mask, other=0.0)
+    # masked-out rows: m = +inf, so their (discarded) p is 0 whatever their logits
+    m = tl.load(m_ptr + offs_n, mask=n_mask, other=float("inf"))
     logs = tl.load(logs_ptr + offs_n, mask=n_mask, other=0.0)
     g_lp = tl.load(glp_ptr + offs_n, mask=n_mask, other=0.0)
     local = pid_v * BLOCK_V + tl.arange(0, BLOCK_V)          # column within the chunk
     cols = v_lo + local
     v_mask = cols < v_hi
     z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask, H,
-                     HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H)
+                     v_hi - 1, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H, EVEN_H)
     # q = log p = (z - m) / T - log s; clamped so -inf logits give p = 0, not NaN
     q = tl.maximum((z - m[:, None]) / temperature, -1e30) - logs[:, None]
     p = tl.exp(q)
@@ -188,7 +190,8 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
                 nv, v0, v1, h, float(temperature), keep, keep.stride(0), float(grad_filter),
                 HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy, NEED_B=need_b,
                 DOT_FP32=dot_fp32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
-                FILTER=bool(grad_filter), num_warps=warps, **config.launch_options())
+                FILTER=bool(grad_filter), EVEN_H=h % bh == 0, num_warps=warps,
+                **config.launch_options())
             if need_b:
                 torch.sum(gbp[:, :v1 - v0], dim=0, out=gb[v0:v1])
             d = dz[:, :v1 - v0]

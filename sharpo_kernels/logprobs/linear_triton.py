@@ -71,7 +71,8 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
                        NV, V, H, v_per_split, temperature,
                        HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
                        DOT_FP32: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+                       BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr,
+                       EVEN_H: tl.constexpr = False):
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -86,7 +87,8 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
         cols = v0 + tl.arange(0, BLOCK_V)
         v_mask = cols < v_hi
         z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask,
-                         H, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H)
+                         H, v_hi - 1, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H,
+                         EVEN_H)
         z = tl.where(v_mask[None, :], z, float("-inf"))
         # online (m, s, t)
         m, m_ref, s, t = online_lse_rescale_triton(m, s, t, tl.max(z, axis=1), temperature,
@@ -238,7 +240,7 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
-            BLOCK_H=bh, num_warps=warps, **config.launch_options())
+            BLOCK_H=bh, EVEN_H=h % bh == 0, num_warps=warps, **config.launch_options())
         br, bhl, lwarps = _LABEL_TILES
         _label_logit_kernel[(triton.cdiv(nv, br),)](
             hidden, hidden.stride(0), weight, weight.stride(0),
@@ -433,8 +435,9 @@ def compile_specs(arch: int):
                     b_tiles = triton.cdiv(nv, bbn)
                     shape = f"{dn} N={nv} V={v} H={h}"
                     common = dict(DOT_FP32=dtype == f32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
-                                  BLOCK_H=bh)
-                    bcommon = dict(common, BLOCK_N=bbn, BLOCK_V=bbv, BLOCK_H=bbh)
+                                  BLOCK_H=bh, EVEN_H=h % bh == 0)
+                    bcommon = dict(common, BLOCK_N=bbn, BLOCK_V=bbv, BLOCK_H=bbh,
+                                   EVEN_H=h % bbh == 0)
                     br, bhl, lwarps = _LABEL_TILES
                     for bias in (False, True):
                         out.append(KernelVariant(

@@ -72,6 +72,42 @@ def test_forward_without_entropy_and_label_at_neg_inf(poisoned_alloc):
     torch.testing.assert_close(lp[1:].double(), want[1:], rtol=2e-6, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype,g_tol", [(torch.float32, 2e-5), (torch.bfloat16, 1.6e-2)])
+def test_unmasked_inner_loop(dtype, g_tol, poisoned_alloc):
+    """H a multiple of BLOCK_H: the H loop of both kernels loads without masks (masked-out
+    rows read row rows[0]'s index 0, masked-out columns the last valid one, and their
+    logits are discarded). Ragged rows and vocabulary, splits, several backward chunks,
+    -inf bias entries, ignored rows, entropy: the float64 reference."""
+    from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
+                                                           linear_logprobs_triton)
+    gen = torch.Generator().manual_seed(21)
+    n, h, v = 37, 32, 203                      # 2 H slices of 16, no H tail
+    hidden = torch.randn(n, h, generator=gen).to(dtype)
+    weight = (torch.randn(v, h, generator=gen) * 0.6).to(dtype)
+    bias = torch.randn(v, generator=gen).to(dtype)
+    bias[[0, 17, 202]] = float("-inf")
+    labels = torch.randint(18, v - 1, (n,), generator=gen)
+    labels[[1, 30]] = -100
+    labels[2] = v - 2                          # in the ragged last tile
+    hidden[0] *= 1e4                           # row 0's logits are large: a masked-out row
+    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3,
+                             chunk_bytes=n * 4 * 48)
+    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+    lp, ent, grads = _run(lambda a, w, b: linear_logprobs_triton(
+        a, w, labels, b, 0.8, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
+    rlp, rent, rgrads = _run(lambda a, w, b: linear_logprobs_reference(
+        a, w, labels, bias=b, temperature=0.8, return_entropy=True),
+        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5 * 1e4)
+    torch.testing.assert_close(lp[1:].double(), rlp[1:], rtol=2e-6, atol=2e-5)
+    torch.testing.assert_close(ent[1:].double(), rent[1:], rtol=2e-6, atol=2e-5)
+    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
+        assert torch.isfinite(g).all(), name
+        tol = g_tol * max(1.0, rg.abs().max().item())
+        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+    assert (grads[1][[0, 17, 202]] == 0).all() and (grads[0][[1, 30]] == 0).all()
+
+
 def test_config_validation():
     from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
     with pytest.raises(ValueError, match="block_v"):
