@@ -190,7 +190,8 @@ def linear_logprobs_triton_backward(hidden, weight, bias, rows, lab, m, logs, en
                 nv, v0, v1, h, float(temperature), keep, keep.stride(0), float(grad_filter),
                 HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy, NEED_B=need_b,
                 DOT_FP32=dot_fp32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
-                FILTER=bool(grad_filter), EVEN_H=h % bh == 0, num_warps=warps,
+                FILTER=bool(grad_filter),
+                EVEN_H=config.unmasked_h(h, bh, dev, phase="bwd"), num_warps=warps,
                 **config.launch_options())
             if need_b:
                 torch.sum(gbp[:, :v1 - v0], dim=0, out=gb[v0:v1])

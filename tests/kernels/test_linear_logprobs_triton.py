@@ -108,6 +108,17 @@ def test_unmasked_inner_loop(dtype, g_tol, poisoned_alloc):
     assert (grads[1][[0, 17, 202]] == 0).all() and (grads[0][[1, 30]] == 0).all()
 
 
+def test_unmasked_h_choice():
+    """EVEN_H where H is a multiple of BLOCK_H, except the sm_90 d-logits kernel (its
+    registers would halve the resident CTAs: results/compiled_facts.md)."""
+    from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
+    cfg, cuda, cpu = LinearTritonConfig(), torch.device("cuda"), torch.device("cpu")
+    assert cfg.unmasked_h(4096, 64, cuda, arch=90) and cfg.unmasked_h(896, 64, cuda, arch=80)
+    assert not cfg.unmasked_h(4096, 64, cuda, phase="bwd", arch=90)
+    assert cfg.unmasked_h(4096, 64, cuda, phase="bwd", arch=80)
+    assert not cfg.unmasked_h(21, 16, cpu) and cfg.unmasked_h(32, 16, cpu, phase="bwd")
+
+
 def test_config_validation():
     from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
     with pytest.raises(ValueError, match="block_v"):
