@@ -81,6 +81,14 @@ def _stash_buffer(weight: torch.Tensor, nv: int, dt: torch.dtype,
     return torch.empty(weight.shape, dtype=weight.dtype)
 
 
+def _outputs(hidden, weight, bias, labels, ignore_index: int):
+    """-> (computation dtype, logp [N] zeros, entropy [N] zeros, the scored rows)."""
+    dt = _cdtype(hidden, weight, bias)
+    n = hidden.shape[0]
+    return (dt, torch.zeros(n, dtype=dt), torch.zeros(n, dtype=dt),
+            _valid_rows(labels, ignore_index))
+
+
 def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float,
                                 ignore_index: int, need_entropy: bool,
                                 options: ChunkOptions = DEFAULT_OPTIONS,
@@ -93,12 +101,8 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
     stash: an unwritten [V, H] grad_weight buffer (only when backward writes it directly);
     the logits of the first vocabulary tiles are left in it for backward (`_stash_views`).
     """
-    n = hidden.shape[0]
     v = weight.shape[0]
-    dt = _cdtype(hidden, weight, bias)
-    logp = torch.zeros(n, dtype=dt)
-    entropy = torch.zeros(n, dtype=dt)
-    rows = _valid_rows(labels, ignore_index)
+    dt, logp, entropy, rows = _outputs(hidden, weight, bias, labels, ignore_index)
     nv = rows.numel()
     m = torch.full((nv,), float("-inf"), dtype=dt)
     s = torch.zeros(nv, dtype=dt)
@@ -173,11 +177,7 @@ def linear_logprobs_cpu_frozen_forward(hidden, weight, bias, labels, temperature
     gradient direction J [N_valid, H] of each scored row's log-prob w.r.t. its hidden state.
 
     Returns (logp [N], entropy [N], rows, J)."""
-    n = hidden.shape[0]
-    dt = _cdtype(hidden, weight, bias)
-    logp = torch.zeros(n, dtype=dt)
-    entropy = torch.zeros(n, dtype=dt)
-    rows = _valid_rows(labels, ignore_index)
+    dt, logp, entropy, rows = _outputs(hidden, weight, bias, labels, ignore_index)
     nv = rows.numel()
     hv = hidden.index_select(0, rows).to(dt)
     lab = labels.index_select(0, rows)

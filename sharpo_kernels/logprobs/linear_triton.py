@@ -326,6 +326,16 @@ def linear_logprobs_triton_frozen_forward(hidden, weight, bias, rows, lab, tempe
     return logp, ent, j
 
 
+def _scatter_rows(n: int, rows, lp_v, ent_v):
+    """The scored rows' (logp, entropy or None) [NV] -> [N] each, 0 at the other rows."""
+    logp = torch.zeros(n, dtype=torch.float32, device=lp_v.device)
+    logp.index_copy_(0, rows, lp_v)
+    entropy = torch.zeros(n, dtype=torch.float32, device=lp_v.device)
+    if ent_v is not None:
+        entropy.index_copy_(0, rows, ent_v)
+    return logp, entropy
+
+
 class LinearLogprobsTriton(torch.autograd.Function):
     """autograd.Function over (hidden [N, H], weight [V, H], bias [V] or None)."""
 
@@ -341,22 +351,14 @@ class LinearLogprobsTriton(torch.autograd.Function):
         if frozen:                      # the head needs no gradient: 2 matmuls in all
             lp_v, ent_v, j = linear_logprobs_triton_frozen_forward(
                 hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
-            logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-            logp.index_copy_(0, rows, lp_v)
-            entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-            if need_entropy:
-                entropy.index_copy_(0, rows, ent_v)
+            logp, entropy = _scatter_rows(n, rows, lp_v, ent_v)
             ctx.mark_non_differentiable(entropy)
             ctx.save_for_backward(hidden, rows, j)
             return logp, entropy
         lp_v, ent_v, m, logs, ent = linear_logprobs_triton_forward(
             hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
-        logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-        logp.index_copy_(0, rows, lp_v)
-        entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-        if need_entropy:
-            entropy.index_copy_(0, rows, ent_v)
-        else:
+        logp, entropy = _scatter_rows(n, rows, lp_v, ent_v)
+        if not need_entropy:
             ctx.mark_non_differentiable(entropy)
         ctx.save_for_backward(hidden, weight, bias, rows, lab, m, logs, ent)
         ctx.args = (temperature, need_entropy, config, allow_tf32)

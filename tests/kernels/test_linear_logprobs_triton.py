@@ -22,6 +22,28 @@ def _run(fn, hidden, weight, bias, g_lp, g_ent, dt=None):
     return lp, ent, [t.grad for t in leaves]
 
 
+def _against_reference(gen, cfg, hidden, weight, bias, labels, temperature):
+    """(logp, entropy, grads) of the triton op with `cfg` and of the float64 reference,
+    under random upstream gradients of both outputs."""
+    from sharpo_kernels.logprobs.linear_triton import linear_logprobs_triton
+    n = hidden.shape[0]
+    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+    got = _run(lambda a, w, b: linear_logprobs_triton(
+        a, w, labels, b, temperature, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
+    want = _run(lambda a, w, b: linear_logprobs_reference(
+        a, w, labels, bias=b, temperature=temperature, return_entropy=True),
+        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    return got, want
+
+
+def _assert_grads(grads, rgrads, g_tol):
+    """Finite, and within g_tol (absolute: relative to the largest reference entry)."""
+    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
+        assert torch.isfinite(g).all(), name
+        tol = g_tol * max(1.0, rg.abs().max().item())
+        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+
+
 @pytest.mark.parametrize("dtype,g_tol", [(torch.float32, 2e-5), (torch.bfloat16, 1.6e-2)])
 @pytest.mark.parametrize("splits", [1, 3, 100])
 def test_small_tiles(dtype, g_tol, splits, poisoned_alloc):
@@ -39,18 +61,11 @@ def test_small_tiles(dtype, g_tol, splits, poisoned_alloc):
     labels[[0, 5, 36]] = -100
     labels[7] = v - 1                          # label in the ragged last tile
     cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=splits)
-    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
-    lp, ent, grads = _run(lambda a, w, b: linear_logprobs_triton(
-        a, w, labels, b, 0.9, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _run(lambda a, w, b: linear_logprobs_reference(
-        a, w, labels, bias=b, temperature=0.9, return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    (lp, ent, grads), (rlp, rent, rgrads) = _against_reference(
+        gen, cfg, hidden, weight, bias, labels, 0.9)
     torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5)
     torch.testing.assert_close(ent.double(), rent, rtol=2e-6, atol=2e-5)
-    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
-        assert torch.isfinite(g).all(), name
-        tol = g_tol * max(1.0, rg.abs().max().item())
-        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+    _assert_grads(grads, rgrads, g_tol)
     assert (grads[1][:40] == 0).all() and (grads[2][:40] == 0).all()
     assert (lp[[0, 5, 36]] == 0).all() and (grads[0][[0, 5, 36]] == 0).all()
 
@@ -92,19 +107,12 @@ def test_unmasked_inner_loop(dtype, g_tol, poisoned_alloc):
     hidden[0] *= 1e4                           # row 0's logits are large: a masked-out row
     cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3,
                              chunk_bytes=n * 4 * 48)
-    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
-    lp, ent, grads = _run(lambda a, w, b: linear_logprobs_triton(
-        a, w, labels, b, 0.8, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _run(lambda a, w, b: linear_logprobs_reference(
-        a, w, labels, bias=b, temperature=0.8, return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    (lp, ent, grads), (rlp, rent, rgrads) = _against_reference(
+        gen, cfg, hidden, weight, bias, labels, 0.8)
     torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5 * 1e4)
     torch.testing.assert_close(lp[1:].double(), rlp[1:], rtol=2e-6, atol=2e-5)
     torch.testing.assert_close(ent[1:].double(), rent[1:], rtol=2e-6, atol=2e-5)
-    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
-        assert torch.isfinite(g).all(), name
-        tol = g_tol * max(1.0, rg.abs().max().item())
-        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+    _assert_grads(grads, rgrads, g_tol)
     assert (grads[1][[0, 17, 202]] == 0).all() and (grads[0][[1, 30]] == 0).all()
 
 
