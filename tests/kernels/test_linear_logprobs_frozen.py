@@ -277,3 +277,19 @@ def test_logp_is_never_positive_and_within_the_bound(backend, scale):
             assert (err <= bound).all(), (seed, frozen, (err - bound).max().item())
             worst = max(worst, (err / bound).max().item())
     assert worst > 0 or scale == 1.0          # the large cases do round
+
+
+@pytest.mark.parametrize("options", [ChunkOptions(), ChunkOptions(tile_bytes=8 * 3 * 5,
+                                                                  max_rows=3)])
+def test_frozen_head_fp64_gradcheck(options, count_frozen):
+    """float64 on the cpu backend: autograd's numerical gradient of the frozen-head path,
+    one tile and many (1-3 rows x 5 columns), with the entropy returned detached."""
+    gen = torch.Generator().manual_seed(8)
+    hidden = torch.randn(7, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(23, 4, generator=gen, dtype=torch.float64)
+    bias = torch.randn(23, generator=gen, dtype=torch.float64)
+    labels = torch.tensor([22, -100, 0, 5, 5, -100, 11])
+    fn = lambda a: linear_cpu.linear_logprobs_cpu(a, weight, labels, bias, 1.3, -100, True,
+                                                  options, entropy_grad=False)[0]
+    assert torch.autograd.gradcheck(fn, (hidden,))
+    assert count_frozen
