@@ -14,9 +14,10 @@ with tau = 2**-12 (Cut Cross-Entropy's bf16 threshold), the block's tokens are e
 1/4096 probability for every row. Error bound (S_i = the skipped columns, for row i all
 of them negligible):
 
-    |grad_h_i - exact|  <= sum_{v in S} |dz_iv| ||W_v||  <= tau (|g_i| + |e_i|) / T * |S| max_v ||W_v||
-    |grad_W_v - exact|  <= sum_i |dz_iv| ||h_i||         <= tau sum_i (|g_i| + |e_i|) ||h_i|| / T
-                                                            (v skipped; other rows exact)
+    |grad_h_i - exact| <= sum_{v in S} |dz_iv| |W_v|
+                       <= tau (|g_i| + |e_i|) / T * |S| * max_v |W_v|
+    |grad_W_v - exact| <= sum_i |dz_iv| |h_i|
+                       <= tau sum_i (|g_i| + |e_i|) |h_i| / T      (v skipped; others exact)
 
 and, without the entropy, the first is |g_i| / T * P_i * max_v ||W_v|| with P_i the
 probability mass row i has in skipped blocks (a posteriori: usually far below tau |S|).

@@ -513,5 +513,6 @@ def compile_specs(arch: int):
                                         bytes=nbytes, atomics=0, mufu_per_element=1.0,
                                         loop_trips=(triton.cdiv(h, bbh),),
                                         extra=dict(chunk_columns=vc, chunks=chunks,
-                                                   cublas_flops=2 * nv * v * h * (need_h + need_w))))
+                                                   cublas_flops=2 * nv * v * h
+                                                   * (need_h + need_w))))
     return out

@@ -58,8 +58,9 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
     rows_t = torch.tensor(rows, device=device)
     h = hidden[rows_t, torch.tensor(cols, device=device)].to(weight.dtype)     # [N, H]
     labels = torch.cat([torch.tensor(r, dtype=torch.long) for r in response_ids]).to(device)
+    # check_finite=False: the trainer checks the loss
     out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
-                          return_entropy=with_entropy, check_finite=False,   # trainer checks the loss
+                          return_entropy=with_entropy, check_finite=False,
                           entropy_grad=entropy_grad)
     logp, ent = out if with_entropy else (out, torch.zeros_like(out))
     dst_t = torch.tensor(dst, device=device)
