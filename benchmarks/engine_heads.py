@@ -24,7 +24,10 @@ Run (TRL in the main venv, verl in .venv-verl), one JSON line per case:
     PYTHONPATH=$PWD .venv/bin/python benchmarks/engine_heads.py trl [T ...]
     PYTHONPATH=$PWD .venv-verl/bin/python benchmarks/engine_heads.py verl [T ...]
 
-T defaults to 2048 4096. Results: benchmarks/results/engine_heads.md.
+T defaults to 2048 4096. Results: benchmarks/results/engine_heads.md. With ``--time``: no
+memory, the time of each path against the engine path in one process, interleaved
+(engine, then each fused path, ``--rounds`` times), one JSON line per (T, pass) with the
+per-round ratios.
 """
 import json
 import os
@@ -44,7 +47,26 @@ def parse(argv=None):
     ap.add_argument("engine", choices=sorted(PATHS))
     ap.add_argument("tokens", nargs="*", type=positive_int, default=[2048, 4096])
     ap.add_argument("--threads", type=positive_int, default=1)
+    ap.add_argument("--time", action="store_true", help="interleaved timing instead of memory")
+    ap.add_argument("--rounds", type=positive_int, default=3)
     return ap.parse_args(argv)
+
+
+def time_pairs(engine: str, T: int, pass_: str, threads: int, rounds: int) -> dict:
+    """Seconds of each path, interleaved in this process; ratios = path / engine per round."""
+    import time
+
+    inputs = make_inputs(T, engine, "engine", pass_, threads)
+    secs = {p: [] for p in PATHS[engine]}
+    for _ in range(rounds):
+        for path in PATHS[engine]:
+            inputs["path"] = path
+            t = time.perf_counter()
+            run_case(inputs)
+            secs[path].append(round(time.perf_counter() - t, 3))
+    ratios = {p: [round(a / b, 3) for a, b in zip(secs[p], secs["engine"])] for p in PATHS[engine] if p != "engine"}
+    return {"engine": engine, "T": T, "pass": pass_, "seconds": secs, "ratio_to_engine": ratios,
+            "threads": threads, "loadavg": round(os.getloadavg()[0], 2)}
 
 
 def make_inputs(T: int, engine: str, path: str, pass_: str, threads: int = 1):
@@ -118,6 +140,11 @@ def main(argv=None) -> None:
     from _memory import peak_rss_subprocess
 
     args = parse(argv)
+    if args.time:
+        for T in args.tokens:
+            for pass_ in PASSES:
+                print(json.dumps(time_pairs(args.engine, T, pass_, args.threads, args.rounds)), flush=True)
+        return
     for T in args.tokens:
         for pass_ in PASSES:
             for path in PATHS[args.engine]:
