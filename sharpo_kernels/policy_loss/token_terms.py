@@ -13,9 +13,12 @@ to 1 over a mini-batch), r_i = exp(logp_i - old_i) and A_i its effective advanta
 and the derivatives autograd takes through those torch expressions (so the fused gradient
 is the unfused one, ties and clip boundaries included):
 
-    dpg/dlogp = -A r          where -A r > -A clip(r)  (the unclipped side)
-              = -A r [lo <= r <= hi]   where it is smaller (clip's derivative, bounds inclusive)
-              = their mean    at a tie (torch.maximum splits the gradient)
+    dpg/dlogp = -A r   where -A r >= -A clip(r), else 0
+
+(torch.maximum splits a tie's gradient, but the two sides tie only where r = clip(r),
+i.e. lo <= r <= hi, where clip's derivative is 1 (bounds inclusive) and both sides give
+-A r; where the clipped side is strictly larger, r is outside the range and clip's
+derivative is 0)
     dkl/dlogp = -(exp(d) - 1) [-20 <= ref - logp <= 20] [-10 <= exp(d) - d - 1 <= 10]
     dL/dH     = -w entropy_coef
 """
@@ -49,10 +52,7 @@ def token_terms(logp: torch.Tensor, entropy: Optional[torch.Tensor], old_logp: t
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(lo, hi)
     pg = torch.maximum(unclipped, clipped)
-    d_unclipped = unclipped                                   # d(-A r)/dlogp = -A r
-    d_clipped = torch.where((ratio >= lo) & (ratio <= hi), unclipped, torch.zeros_like(pg))
-    g = torch.where(unclipped > clipped, d_unclipped,
-                    torch.where(unclipped < clipped, d_clipped, 0.5 * (d_unclipped + d_clipped)))
+    g = torch.where(unclipped >= clipped, unclipped, torch.zeros_like(pg))   # d(-A r) = -A r
     total = pg
     if ref_logp is not None and terms.kl_coef:
         raw = ref_logp - logp
