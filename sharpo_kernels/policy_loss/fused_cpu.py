@@ -34,21 +34,33 @@ __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_
 @dataclass(frozen=True)
 class FusedOptions:
     """chunk_bytes: bytes of one [rows, V] tile in the computation dtype (fp32 logits on
-    the GPU path); the rows per chunk follow from it (at least 1). Larger chunks make
-    better-shaped products (grad_W's accumulation reads and writes [V, H] once a chunk)."""
-    chunk_bytes: int = 256 << 20
+    the GPU path); the rows per chunk follow from it (at least 1). None: 256 MiB on the
+    CPU, 1 GiB on a GPU. Every chunk adds its share into the fp32 [V, H] grad_weight (a
+    read and a write of it), so larger chunks trade tile memory for less of that traffic:
+    on a GPU a chunk's products (2 R V H FLOPs each) only outlast the accumulator's 8 V H
+    bytes beyond about 4 peak / bandwidth rows (~800 on an H100/H200)."""
+    chunk_bytes: Optional[int] = None
 
     def __post_init__(self):
-        if not isinstance(self.chunk_bytes, int) or self.chunk_bytes <= 0:
-            raise ValueError(f"chunk_bytes: expected a positive int, got {self.chunk_bytes!r}")
+        if self.chunk_bytes is not None and (
+                isinstance(self.chunk_bytes, bool) or not isinstance(self.chunk_bytes, int)
+                or self.chunk_bytes <= 0):
+            raise ValueError(f"chunk_bytes: expected a positive int or None, got "
+                             f"{self.chunk_bytes!r}")
+
+    def budget(self, device: torch.device) -> int:
+        if self.chunk_bytes is not None:
+            return self.chunk_bytes
+        return (1 << 30) if device.type == "cuda" else (256 << 20)
 
 
 DEFAULT_FUSED = FusedOptions()
 
 
-def chunk_rows(nv: int, v: int, elem_bytes: int, options: FusedOptions) -> int:
-    """Rows per chunk: as many [., V] rows as fit in chunk_bytes, at least 1, at most nv."""
-    return max(1, min(max(nv, 1), options.chunk_bytes // max(1, v * elem_bytes)))
+def chunk_rows(nv: int, v: int, elem_bytes: int, options: FusedOptions,
+               device: torch.device) -> int:
+    """Rows per chunk: as many [., V] rows as fit in the budget, at least 1, at most nv."""
+    return max(1, min(max(nv, 1), options.budget(device) // max(1, v * elem_bytes)))
 
 
 def _row_stats_(z: torch.Tensor, lab: torch.Tensor, temperature: float, need_entropy: bool,
@@ -115,7 +127,7 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
     gh = torch.empty(nv, h, dtype=dt) if need_h else None
     gw = (torch.zeros if nv == 0 else torch.empty)(v, h, dtype=dt) if need_w else None
     gb = torch.zeros(v, dtype=dt) if need_b else None
-    rc = chunk_rows(nv, v, torch.finfo(dt).bits // 8, options)
+    rc = chunk_rows(nv, v, torch.finfo(dt).bits // 8, options, hidden.device)
     z_buf = torch.empty(min(rc, nv) * v, dtype=dt)
     e_buf = torch.empty(min(rc, nv) * v, dtype=dt) if need_entropy else None
     for r0 in range(0, nv, rc):

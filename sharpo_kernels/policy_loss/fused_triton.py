@@ -11,7 +11,7 @@ Per chunk of R scored rows:
     grad_h[c] = dz W       (fp32 accumulation, one rounding)                            GEMM 2
     grad_W   += dz^T h_c   (fp32 accumulator [V, H])                                    GEMM 3
 Extra memory: two fp32 [R, V] tiles and a half one (bf16/fp16), the fp32 [V, H] gradient
-accumulator; R from `FusedOptions.chunk_bytes` (of the fp32 tile). On CPU tensors it runs
+accumulator; R from `FusedOptions.budget` (1 GiB of fp32 logits). On CPU tensors it runs
 under TRITON_INTERPRET=1 (tests), the products then in fp32.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ def fused_policy_loss_triton(hidden, weight, bias, rows, lab, old, adv, wts, ref
     gh = torch.empty(nv, h, **f32) if need_h else None
     gw = torch.zeros(v, h, **f32) if need_w else None
     gb = torch.zeros(v, **f32) if need_b else None
-    rc = chunk_rows(nv, v, 4, options)
+    rc = chunk_rows(nv, v, 4, options, dev)
     with _cublas_tf32(dev, tf32):
         for r0 in range(0, nv, rc):
             r1 = min(nv, r0 + rc)

@@ -248,6 +248,13 @@ def test_bad_input(over, exc, name):
         _bad_call(**over)
 
 
-def test_bad_options():
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
+def test_bad_options(bad):
     with pytest.raises(ValueError, match="^chunk_bytes"):
-        FusedOptions(chunk_bytes=0)
+        FusedOptions(chunk_bytes=bad)
+
+
+def test_default_chunk_budget():
+    assert FusedOptions().budget(torch.device("cpu")) == 256 << 20
+    assert FusedOptions().budget(torch.device("cuda")) == 1 << 30
+    assert FusedOptions(chunk_bytes=4096).budget(torch.device("cuda")) == 4096
