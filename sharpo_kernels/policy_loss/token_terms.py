@@ -1,6 +1,6 @@
 """The per-token policy loss and its derivative in the token's log-prob, in closed form:
 what the fused op (fused_cpu.py, fused_triton.py) turns into dL/dlogp and dL/dentropy for
-each chunk of rows before it forms dL/dz (docs/method.md "Policy update"; the trainer's
+each chunk of rows before it forms dL/dz (docs/training.md "The update"; the trainer's
 unfused form is sharpo_train/step/losses.py, which the tests hold this against).
 
 Per scored token i, with weight w_i (the trainer's aggregation: `token_weights`, summing
