@@ -15,7 +15,7 @@ the softmax of a row must be complete before its dL/dz exists):
     grad_b    += sum_rows dz
 
 against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs. Memory:
-one [R, V] tile (two with the entropy) in the computation dtype, the [V, H] gradient the
+one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the [V, H] gradient the
 backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy of the weight.
 """
 from __future__ import annotations
@@ -63,21 +63,46 @@ def chunk_rows(nv: int, v: int, elem_bytes: int, options: FusedOptions,
     return max(1, min(max(nv, 1), options.budget(device) // max(1, v * elem_bytes)))
 
 
+_BLOCK_BYTES = 4 << 20      # column blocks of the entropy sums: a [R, cb] workspace, not [R, V]
+
+
+def _column_blocks(rows: int, v: int, elem_bytes: int):
+    cb = max(1, min(v, _BLOCK_BYTES // max(1, rows * elem_bytes)))
+    return [(c0, min(v, c0 + cb)) for c0 in range(0, v, cb)], cb
+
+
 def _row_stats_(z: torch.Tensor, lab: torch.Tensor, temperature: float, need_entropy: bool,
-                e_buf: Optional[torch.Tensor]):
-    """z [R, V] raw logits (clobbered into d = (z - m) / T, clamped with the entropy).
-    -> (logp, entropy or None, logs, e): e = exp(d) ([R, V], z itself without the entropy)."""
+                keep_d: bool):
+    """z [R, V] raw logits, clobbered. -> (logp, entropy or None, logs, e).
+
+    Without the entropy, z becomes e = exp(d), d = (z - m) / T. With it, d is clamped and
+    the sums s, t are taken over column blocks through a small workspace (no second
+    [R, V] tile); then z becomes e (keep_d False: the entropy is not differentiated, dL/dz
+    needs exp(d) only) or stays d (keep_d True: `_dlogits_` needs d and recomputes exp(d)
+    block by block); e is None in that case."""
     xy = z.gather(1, lab.unsqueeze(1)).squeeze(1)
     m = z.amax(1)
     m = torch.where(m == float("-inf"), torch.zeros_like(m), m)   # an all -inf row: NaN logp
     d = z.sub_(m.unsqueeze(1))
     if temperature != 1.0:
         d.div_(temperature)
+    e = None
     if need_entropy:
         d.clamp_(min=_NEG_CLAMP)
-        e = torch.exp(d, out=e_buf)
-        s = e.sum(1)
-        t = torch.bmm(e.unsqueeze(1), d.unsqueeze(2)).view(-1)     # sum exp(d) d, no temporary
+        blocks, cb = _column_blocks(*d.shape, d.element_size())
+        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
+        s = torch.zeros(d.shape[0], dtype=d.dtype)
+        t = torch.zeros_like(s)
+        for c0, c1 in blocks:
+            db = d[:, c0:c1]
+            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+            s += eb.sum(1)
+            if keep_d:
+                t += eb.mul_(db).sum(1)
+            else:
+                t += db.mul_(eb).sum(1)
+                db.copy_(eb)                                      # z holds e from here on
+        e = None if keep_d else d
     else:
         e = d.exp_()
         s = e.sum(1)
@@ -87,18 +112,25 @@ def _row_stats_(z: torch.Tensor, lab: torch.Tensor, temperature: float, need_ent
     return logp, ent, logs, e
 
 
-def _dlogits_(d: torch.Tensor, e: torch.Tensor, lab: torch.Tensor, logs: torch.Tensor,
-              ent: Optional[torch.Tensor], g_lp: torch.Tensor, g_ent: Optional[torch.Tensor],
-              temperature: float) -> torch.Tensor:
-    """dL/dz [R, V] in place of e (no entropy) or d (entropy): cpu_tiles._tile_grad_'s
-    exp(d) (c1 + c2 d) form plus the label's g_lp / T, with exp(d) already at hand."""
+def _dlogits_(d: torch.Tensor, e: Optional[torch.Tensor], lab: torch.Tensor,
+              logs: torch.Tensor, ent: Optional[torch.Tensor], g_lp: torch.Tensor,
+              g_ent: Optional[torch.Tensor], temperature: float) -> torch.Tensor:
+    """dL/dz [R, V] in place: cpu_tiles._tile_grad_'s exp(d) (c1 + c2 d) form plus the
+    label's g_lp / T. g_ent None: e = exp(d) is the tile (scaled in place); else the tile
+    holds d and exp(d) is recomputed block by block."""
     scale = -torch.exp(-logs) / temperature                       # -1 / (s T)
     if g_ent is None:
         dz = e.mul_((scale * g_lp).unsqueeze(1))
     else:
         c1 = (scale * (g_lp - g_ent * (logs - ent))).unsqueeze(1)
         c2 = (scale * g_ent).unsqueeze(1)
-        dz = torch.addcmul(c1, d, c2, out=d).mul_(e)
+        blocks, cb = _column_blocks(*d.shape, d.element_size())
+        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
+        for c0, c1_ in blocks:
+            db = d[:, c0:c1_]
+            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+            db.mul_(c2).add_(c1).mul_(eb)
+        dz = d
     return dz.scatter_add_(1, lab.unsqueeze(1), (g_lp / temperature).unsqueeze(1))
 
 
@@ -129,7 +161,6 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
     gb = torch.zeros(v, dtype=dt) if need_b else None
     rc = chunk_rows(nv, v, torch.finfo(dt).bits // 8, options, hidden.device)
     z_buf = torch.empty(min(rc, nv) * v, dtype=dt)
-    e_buf = torch.empty(min(rc, nv) * v, dtype=dt) if need_entropy else None
     for r0 in range(0, nv, rc):
         r1 = min(nv, r0 + rc)
         hc, lc = hv[r0:r1], lab[r0:r1]
@@ -138,8 +169,8 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
             torch.mm(hc, wf.t(), out=z)
         else:
             torch.addmm(bf, hc, wf.t(), out=z)
-        e_out = None if e_buf is None else e_buf[:(r1 - r0) * v].view(r1 - r0, v)
-        lp, ent, logs, e = _row_stats_(z, lc, temperature, need_entropy, e_out)
+        lp, ent, logs, e = _row_stats_(z, lc, temperature, need_entropy,
+                                       bool(terms.entropy_coef))
         part, g_lp, g_ent = token_terms(lp, ent, old[r0:r1], adv[r0:r1], wts[r0:r1],
                                         None if ref is None else ref[r0:r1], terms)
         loss += part

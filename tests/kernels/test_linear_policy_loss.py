@@ -258,3 +258,26 @@ def test_default_chunk_budget():
     assert FusedOptions().budget(torch.device("cpu")) == 256 << 20
     assert FusedOptions().budget(torch.device("cuda")) == 1 << 30
     assert FusedOptions(chunk_bytes=4096).budget(torch.device("cuda")) == 4096
+
+
+@pytest.mark.parametrize("entropy_coef,return_entropy", [(0.0, True), (0.03, False)],
+                         ids=["entropy-logged", "entropy-bonus"])
+def test_cpu_entropy_column_blocks(monkeypatch, entropy_coef, return_entropy, poisoned_alloc):
+    """The cpu backend's entropy sums (and, with the bonus, dL/dz) over several column
+    blocks of a small workspace, a ragged last block, several row chunks."""
+    from sharpo_kernels.policy_loss import fused_cpu
+    monkeypatch.setattr(fused_cpu, "_BLOCK_BYTES", 7 * 4 * 23)    # 23 columns of 7 rows
+    gen = torch.Generator().manual_seed(9 + int(entropy_coef * 100))
+    case = _case(25, 9, 211, torch.float32, gen)
+    coefs = dict(COEFS, entropy_coef=entropy_coef)
+    want, wgrads, _, went = _unfused(*case, temperature=0.9, **coefs)
+    leaves = [t.detach().clone().requires_grad_() for t in case[:3]]
+    out = linear_policy_loss(leaves[0], leaves[1], case[3], case[4], case[5],
+                             weights=case[7], bias=leaves[2], ref_logp=case[6],
+                             temperature=0.9, return_entropy=return_entropy, backend="cpu",
+                             options=FusedOptions(chunk_bytes=7 * 211 * 4), **coefs)
+    out.loss.backward()
+    assert abs(out.loss.item() - want.item()) <= 1e-5 * max(1.0, abs(want.item()))
+    _close(out.entropy, went, 2e-6, "entropy")
+    for name, g, w in zip(("hidden", "weight", "bias"), [t.grad for t in leaves], wgrads):
+        _close(g, w, 2e-5, f"grad {name}")
