@@ -313,13 +313,35 @@ def rl_cases(inputs_random: dict, inputs_peaked: dict, tag: str, backend: str = 
     return cases
 
 
+class Stopped(Exception):
+    """Raised by the SIGTERM handler `run_rl_timings` installs (gpu_session.sh's `timeout`):
+    the rows timed so far are kept and the report is still written."""
+
+
+def _stop(signum, frame):
+    raise Stopped()
+
+
 def run_rl_timings(shapes, deadline: float, bench, peak_extra, row_cls) -> tuple:
     """Times every RL case at each (n, h, v) of `shapes` on the GPU, bf16, until the
     `deadline` (time.time()); bench(fn, grads_to_none) -> ms and peak_extra(fn) -> bytes
-    are gpu.py's. Returns (rows [row_cls], notes [str]: the peaked inputs' statistics)."""
+    are gpu.py's. A SIGTERM (the session's time limit) ends the rows early with a note.
+    Returns (rows [row_cls], notes [str]: the peaked inputs' statistics)."""
+    import signal
+    rows, notes = [], []
+    before = signal.signal(signal.SIGTERM, _stop)
+    try:
+        _time_shapes(shapes, deadline, bench, peak_extra, row_cls, rows, notes)
+    except Stopped:
+        rows.append(row_cls("rl", "-", note="stopped: SIGTERM (time limit); rows above kept"))
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    return rows, notes
+
+
+def _time_shapes(shapes, deadline, bench, peak_extra, row_cls, rows, notes) -> None:
     import torch
     dev = torch.device("cuda")
-    rows, notes = [], []
     for (n, h, v) in shapes:
         if time.time() > deadline:
             rows.append(row_cls(f"rl N={n} H={h} V={v}", "-", note="skipped: time budget"))
@@ -346,4 +368,3 @@ def run_rl_timings(shapes, deadline: float, bench, peak_extra, row_cls) -> tuple
             torch.cuda.empty_cache()
         del rand, peak
         torch.cuda.empty_cache()
-    return rows, notes

@@ -112,3 +112,23 @@ def test_budget_and_shapes():
         assert gpu.rl_shapes(False)[0] == (8192, 4096, 151936)
     finally:
         sys.modules.pop(gpu.__name__, None)
+
+
+def test_sigterm_keeps_the_rows_timed_so_far(rl, monkeypatch):
+    """gpu_session.sh's `timeout` sends SIGTERM: the rows so far come back with a note and
+    the previous handler is restored (no GPU: the timing loop is replaced)."""
+    import signal
+
+    def fake(shapes, deadline, bench, peak_extra, row_cls, rows, notes):
+        rows.append(row_cls("s", "first"))
+        signal.raise_signal(signal.SIGTERM)
+        rows.append(row_cls("s", "never"))
+    monkeypatch.setattr(rl, "_time_shapes", fake)
+    before = signal.getsignal(signal.SIGTERM)
+    gpu = _load("gpu")
+    try:
+        rows, notes = rl.run_rl_timings([(1, 1, 1)], 0.0, None, None, gpu.Row)
+    finally:
+        sys.modules.pop(gpu.__name__, None)
+    assert [r.impl for r in rows] == ["first", "-"] and "SIGTERM" in rows[1].note
+    assert signal.getsignal(signal.SIGTERM) == before
