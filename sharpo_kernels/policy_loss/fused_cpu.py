@@ -15,8 +15,9 @@ the softmax of a row must be complete before its dL/dz exists):
     grad_b    += sum_rows dz
 
 against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs. Memory:
-one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the [V, H] gradient the
-backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy of the weight.
+one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the
+[V, H] gradient the backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy
+of the weight.
 """
 from __future__ import annotations
 
