@@ -165,6 +165,9 @@ def linear_policy_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch
     check_finite = resolve_check_finite(check_finite, hidden.device)
     name = _backend.resolve_backend(backend, hidden.device,
                                     _backend.OP_BACKENDS["linear_policy_loss"])
+    if name == "triton" and hidden.dtype == torch.float64:   # weight, bias: hidden's dtype
+        raise TypeError("hidden: the triton backend takes float32/bfloat16/float16, got "
+                        "torch.float64 (use backend='cpu' or 'torch')")
     lead = labels.shape
     hidden2 = hidden.reshape(-1, hidden.shape[-1])
     labels2 = labels.reshape(-1).long()

@@ -248,6 +248,17 @@ def test_bad_input(over, exc, name):
         _bad_call(**over)
 
 
+@pytest.mark.skipif(not backend_runs_on("triton", torch.device("cpu"))[0],
+                    reason="triton needs TRITON_INTERPRET=1 on CPU")
+def test_triton_refuses_float64():
+    gen = torch.Generator().manual_seed(8)
+    hidden, weight, bias, labels, adv, old, _, _ = _case(6, 5, 17, torch.float64, gen)
+    with pytest.raises(TypeError, match="^hidden: the triton backend"):
+        linear_policy_loss(hidden, weight, labels, adv, old, bias=bias, backend="triton")
+    out = linear_policy_loss(hidden, weight, labels, adv, old, bias=bias, backend="cpu")
+    assert out.loss.dtype == torch.float64
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
 def test_bad_options(bad):
     with pytest.raises(ValueError, match="^chunk_bytes"):
