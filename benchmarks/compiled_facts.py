@@ -38,8 +38,10 @@ SELECTED = (
     "linear_fwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
-    "segment_sums bfloat16 B=64 L=8192 mask=1",
-    "segment_apply B=64 L=8192 mask=1",
+    "segment_advantage bfloat16 B=256 L=4096 mask=1",
+    "segment_advantage float32 B=256 L=4096 mask=0",
+    "segment_scan bfloat16 B=256 L=4096 mask=1",
+    "segment_finish B=256 L=4096 mask=1",
 )
 
 

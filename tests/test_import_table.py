@@ -25,6 +25,7 @@ KERNELS = ("__init__", "_backend", "segment_advantage", "logprobs", "policy_loss
 ALLOWED = {
     "sharpo_kernels": {
         "_backend": (),
+        "dispatch_count": (),            # launches and host reads per call (tests, benchmarks)
         "segment_advantage": ("_backend", "compiled"),   # compiled: the compile specs'
         "logprobs": ("_backend", "compiled"),            # variants (compiled/variants.py)
         "policy_loss": ("_backend", "logprobs"),         # linear_policy_loss on their kernels
