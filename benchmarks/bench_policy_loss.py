@@ -87,7 +87,8 @@ def run(inp) -> int:
                                  backend="cpu")
         loss = out.loss
     else:
-        lp, ent = linear_logprobs(h, w, inp["labels"], return_entropy=True, backend="cpu")
+        lp, ent = linear_logprobs(h, w, inp["labels"], return_entropy=True, backend="cpu",
+                                  entropy_grad=bool(inp["entropy_coef"]))   # as the trainer
         pg, _ = ppo_clip_loss(lp, inp["old"], inp["adv"], 0.2, 0.28)
         loss = aggregate(pg, inp["weights"])
         if ref is not None:

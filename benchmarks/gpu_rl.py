@@ -219,7 +219,8 @@ def _loss_case(suite, impl, inputs, *, mode, frozen=False, entropy_coef=0.0,
         if mode == "naive":
             lp, ent = _naive_logp(h, w, y, entropy=True)
         else:
-            lp, ent = linear_logprobs(h, w, y, return_entropy=True, backend=backend)
+            lp, ent = linear_logprobs(h, w, y, return_entropy=True, backend=backend,
+                                      entropy_grad=bool(entropy_coef))     # as the trainer
         pg, _ = ppo_clip_loss(lp, old, adv, clip[0], clip[1])
         loss = aggregate(pg, wts)
         if entropy_coef:

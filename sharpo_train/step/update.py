@@ -25,9 +25,10 @@ from .scoring import tree_logprobs
 def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[int]], width: int,
                     *, temperature: float = 1.0, autocast_bf16: bool = True,
                     with_entropy: bool = True, shared_prefix: Optional[dict] = None,
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """-> (logp [b, width], entropy [b, width]) fp32 on the model's device, 0 at padding.
-    Gradients flow to the model. ``shared_prefix`` (tree_logprobs options): run prompts
+    Gradients flow to the model (to the entropy only with ``entropy_grad``: without it, a
+    frozen lm_head, as under LoRA, takes linear_logprobs' two-matmul path). ``shared_prefix`` (tree_logprobs options): run prompts
     that rows share once (the same gradient; rows of a micro-batch with one prompt)."""
     from sharpo_kernels import linear_logprobs
 
@@ -35,15 +36,18 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
         seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
         logps, ents = tree_logprobs(model, seqs, [len(r) for r in response_ids],
                                     temperature=temperature, autocast_bf16=autocast_bf16,
-                                    return_entropy=True, **shared_prefix)
+                                    return_entropy=True, entropy_grad=entropy_grad,
+                                    **shared_prefix)
         lp = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in logps])
         en = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in ents])
         return lp, en
 
     h, weight, bias, labels, rows_t, dst_t = response_hidden(model, prompt_ids, response_ids,
                                                              autocast_bf16)
+    # check_finite=False: the trainer checks the loss
     out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
-                          return_entropy=with_entropy, check_finite=False)   # trainer checks the loss
+                          return_entropy=with_entropy, check_finite=False,
+                          entropy_grad=entropy_grad)
     logp, ent = out if with_entropy else (out, torch.zeros_like(out))
     shape = (len(prompt_ids), width)
     return _scatter_rows(logp, rows_t, dst_t, shape), _scatter_rows(ent, rows_t, dst_t, shape)
@@ -171,7 +175,8 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
                 else:
                     logp, ent = policy_logprobs(
                         model, prompts, responses, batch.width, temperature=temperature,
-                        autocast_bf16=cfg.model.autocast_bf16, shared_prefix=shared)
+                        autocast_bf16=cfg.model.autocast_bf16, shared_prefix=shared,
+                        entropy_grad=bool(lo.entropy_coef))
                     pg, clipped = policy_loss(logp, old, adv, lo)
                     loss = pg_loss = aggregate(pg, w)
                     loss = _unfused_terms(loss, logp, ent, w, mask, ntok, ref, aux, idx, lo,
