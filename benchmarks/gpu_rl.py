@@ -12,8 +12,9 @@ Suites (one input set each; bf16; the same rows at every shape):
                   reduction="none" and its filter off (exact)
     rl peaked     real-model-like logits (`peaked_inputs`: a Zipf frequency prior shared by
                   every row plus per-row noise, labels sampled from the softmax), the case
-                  Cut Cross-Entropy's gradient filter relies on: sharpo, naive, Liger, CCE
-                  with filter_eps="high" (its default) and None
+                  Cut Cross-Entropy's gradient filter relies on: sharpo exact and with
+                  grad_filter=2^-12 (CCE's bf16 threshold), naive, Liger, CCE with
+                  filter_eps="high" (its default) and None
     rl policy loss  the trainer's PPO-clip loss (sharpo_train/step/losses.py) on per-token
                   advantages, a scalar: unfused (naive torch or sharpo linear_logprobs, then
                   the loss), fused (sharpo linear_policy_loss), each with a trainable and a
@@ -261,9 +262,10 @@ def rl_cases(inputs_random: dict, inputs_peaked: dict, tag: str, backend: str = 
     `backend` (tests: "triton" on CPU tensors through the interpreter)."""
     from sharpo_kernels import linear_logprobs
 
-    def sharpo(entropy=False):
+    def sharpo(entropy=False, grad_filter=0.0):
         return lambda h, w, y, b=None: linear_logprobs(h, w, y, bias=b, backend=backend,
-                                                       return_entropy=entropy)
+                                                       return_entropy=entropy,
+                                                       grad_filter=grad_filter)
     liger, liger_note = _liger_flce()
     cce_exact, cce_note = _cce(None)
     cce_filter, _ = _cce("high")
@@ -288,6 +290,8 @@ def rl_cases(inputs_random: dict, inputs_peaked: dict, tag: str, backend: str = 
     s = f"rl peaked {tag}"
     cases += [
         _logprob_case(s, "sharpo triton", sharpo(), inputs_peaked),
+        _logprob_case(s, "sharpo triton, grad_filter 2^-12", sharpo(grad_filter=2.0 ** -12),
+                      inputs_peaked, note="approximate: skips blocks with every p <= 2^-12"),
         _logprob_case(s, "naive torch", _naive_logp, inputs_peaked),
         _logprob_case(s, "liger fused linear CE none", liger, inputs_peaked, note=liger_note),
         _logprob_case(s, "cut cross-entropy none filter off", cce_exact, inputs_peaked,

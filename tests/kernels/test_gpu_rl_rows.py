@@ -50,7 +50,8 @@ def test_every_row_runs_once_on_cpu(rl):
                  "cut cross-entropy none filter off, frozen head"):
         assert ("rl logprobs tiny", impl) in names, impl
     for impl in ("cut cross-entropy none filter high", "cut cross-entropy none filter off",
-                 "liger fused linear CE none", "sharpo triton"):
+                 "liger fused linear CE none", "sharpo triton",
+                 "sharpo triton, grad_filter 2^-12"):
         assert ("rl peaked tiny", impl) in names, impl
     for impl in ("sharpo fused linear_policy_loss, trainable head",
                  "sharpo fused linear_policy_loss, frozen head",
@@ -73,7 +74,7 @@ def test_every_row_runs_once_on_cpu(rl):
         c.release()
         assert h.grad is None
         ran += 1
-    assert ran >= 18 + 4 * have["liger"] + 4 * have["cut cross"]
+    assert ran >= 19 + 4 * have["liger"] + 4 * have["cut cross"]
 
 
 @pytest.mark.skipif(not backend_runs_on("triton", torch.device("cpu"))[0],
