@@ -51,3 +51,56 @@ def test_a_marker_listing_a_foreign_name_does_not_make_it_replaceable(tmp_path):
     with pytest.raises(UsageError, match="notes.txt"):
         install_dir(build, out, "sharpo sft")
     assert (out / "notes.txt").read_text() == "mine" and not build.exists()
+
+
+# ---------------------------------------------------------------- HIGH 1: nodir/../
+FAST = ["total_steps=1", "log.progress=false", "method=grpo", "rollout.max_new_tokens=8",
+        "rollout.max_turns=2", "eval.at_end=false"]
+
+
+def _victim(folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text("mine: 1\n")
+    (folder / "eval.json").write_text('{"success": 0.5, "episodes": 2}\n')
+    (folder / "page.html").write_text("<title>Credit report</title> mine")
+    return snapshot(folder)
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["train", "--config", SMOKE, "run_dir=nodir/../proj", *FAST], "run_dir"),
+    (["train", "--config", SMOKE, "run_dir=proj/nodir/deeper/../../", *FAST], "run_dir"),
+    (["eval", "--run-dir", "RUN", "--out", "nodir/../proj/eval.json", "--force"], "--out"),
+    (["eval", "--run-dir", "RUN", "--out", "RUN/nodir/../config.yaml", "--force"], "--out"),
+    (["eval", "--run-dir", "RUN", "--out", "RUN/nodir/../metrics.jsonl"], "--out"),
+    (["explain", "RUN", "--out", "nodir/../proj/page", "--force"], "--out"),
+    (["sft", "--demos", "demos.jsonl", "--out", "nodir/../proj", *SFT_FAST], "--out"),
+    (["sft", "--demos", "demos.jsonl", "--out", "nodir/../proj", "--force", *SFT_FAST], "--out"),
+])
+def test_a_path_up_through_a_missing_folder_is_refused_in_every_command(
+        done_run, tmp_path, monkeypatch, capsys, argv, key):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(done_run, tmp_path / "RUN")
+    demos(tmp_path)
+    before = _victim(tmp_path / "proj"), snapshot(tmp_path / "RUN")
+    argv = [a.replace("RUN", str(tmp_path / "RUN")) if a.startswith("RUN") else a
+            for a in argv]
+    one_line_error(capsys, argv, key, "nodir", "not an existing folder")
+    assert (snapshot(tmp_path / "proj"), snapshot(tmp_path / "RUN")) == before
+    assert not (tmp_path / "nodir").exists() and not (tmp_path / "RUN" / "nodir").exists()
+    assert not (tmp_path / "proj" / "nodir").exists()
+
+
+def test_up_through_an_existing_folder_is_the_plain_path(tmp_path, monkeypatch):
+    from sharpo_train.errors import ConfigError
+    from sharpo_train.inputs import check_path, up_through_missing
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert up_through_missing("a/../b") is None and up_through_missing("../x") is None
+    assert check_path("k", "a/../new/x") == "a/../new/x"
+    assert up_through_missing("a/nodir/../x") == "a/nodir"
+    assert up_through_missing("f/../x") == "f"              # a file is no folder
+    assert up_through_missing("dangling/../x") == "dangling"
+    with pytest.raises(ConfigError, match="^k: .* out of 'a/../b/c', which"):
+        check_path("k", "a/../b/c/../..")
