@@ -34,6 +34,7 @@ from ..envs import env_prompts, make_suite
 from ..envs.base import balanced_tasks, episodes_by_family
 from ..envs.registry import DEFAULT_ENV, get_spec
 from ..models.policy import build_policy
+from ..step.finite_logits import NonFiniteLogitsError
 from ..step.rollout import collect_rollouts
 
 
@@ -166,7 +167,14 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
             model.to(resolve_device(cfg.model.device)).eval()
         else:
             model, tokenizer = policy
-        result = evaluate(model, tokenizer, suite, tasks, cfg, pool=pool)
+        try:
+            result = evaluate(model, tokenizer, suite, tasks, cfg, pool=pool)
+        except NonFiniteLogitsError as exc:     # finite weights, NaN/inf logits: no score
+            if not isinstance(policy, (str, Path)):
+                raise
+            from ..runs.checkpoint import CheckpointError
+            raise CheckpointError(f"{policy}: {str(exc).split(': ', 1)[-1]}; the checkpoint "
+                                  f"is unusable (no result was written)") from None
     finally:
         torch.set_num_threads(threads)
     result["per_family_episodes"] = family_episodes(tasks, result)

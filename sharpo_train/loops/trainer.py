@@ -56,6 +56,7 @@ from ..models.lora import lora_enabled
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_lora_policy, build_policy
 from ..models.tiny import check_tiny_model_fits
+from ..step.finite_logits import NonFiniteLogitsError
 from ..step.rollout import collect_rollouts
 from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
@@ -169,6 +170,10 @@ class Trainer:
         else:
             self.step_done = found[1]
             truncate_metrics(self.run_dir, self.step_done)
+        # the weights this process starts from, named when they give non-finite logits
+        self.weights_from = (f"the checkpoint {found[0]}" if found is not None else
+                             f"init_from {cfg.init_from}" if cfg.init_from else
+                             f"model.path {cfg.model.path}" if cfg.model.path else "the fresh policy")
         self.ref_model = None
         if cfg.loss.use_kl:   # the frozen initial policy (same seed / same weights)
             torch.manual_seed(cfg.seed)
@@ -491,7 +496,14 @@ class Trainer:
                     self.run_dir, 0):
                 self.evaluate(0, logger)
             for step in range(self.step_done + 1, cfg.total_steps + 1):
-                rec = self.step(step)
+                try:
+                    rec = self.step(step)
+                except NonFiniteLogitsError as exc:      # finite weights, NaN/inf logits
+                    first = step == self.step_done + 1
+                    raise NonFiniteTrainingError(
+                        f"step {step}: {self.weights_from if first else 'the policy'}: "
+                        f"{str(exc).split(': ', 1)[-1]}; training stopped and "
+                        f"{self._last_good()}") from None
                 logger.log(rec)          # the diverged step's line too: it shows what happened
                 self._check_finite_step(step, rec)
                 if cfg.eval.every and step % cfg.eval.every == 0:
