@@ -104,3 +104,51 @@ def test_up_through_an_existing_folder_is_the_plain_path(tmp_path, monkeypatch):
     assert up_through_missing("dangling/../x") == "dangling"
     with pytest.raises(ConfigError, match="^k: .* out of 'a/../b/c', which"):
         check_path("k", "a/../b/c/../..")
+
+
+# ---------------------------------------------------------------- silent ignores
+def test_a_duplicate_yaml_key_is_refused_naming_both_lines(tmp_path, capsys):
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text(Path(SMOKE).read_text() + "\ntotal_steps: 1\ntotal_steps: 5\n")
+    err = one_line_error(capsys, ["train", "--config", str(cfg), f"run_dir={tmp_path / 'r'}"],
+                         str(cfg), "'total_steps' is given twice")
+    assert not (tmp_path / "r").exists() and "give it once" in err
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'r'}",
+                            "env={a: 1, a: 2}"], "given twice")
+
+
+def test_yaml_merge_keys_are_no_duplicates():
+    from sharpo_train.settings.bounded_yaml import load_yaml_text
+    assert load_yaml_text("b: &x {c: 1, d: 2}\ne:\n  <<: *x\n  c: 3\n", "t") == \
+        {"b": {"c": 1, "d": 2}, "e": {"c": 3, "d": 2}}
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["train", "--config", SMOKE, "--config", SMOKE, "total_steps=1"], "--config: given twice"),
+    (["compare", "--seeds", "1", "--seeds", "2", "--print-config"], "--seeds: given twice"),
+    (["compare", "--methods", "grpo", "--methods=sharpo", "--print-config"],
+     "--methods: given twice"),
+    (["eval", "--model", "m", "--model", "n"], "--model: given twice"),
+    (["alfworld", "generate", "--out", "a", "--out", "b"], "--out: given twice"),
+])
+def test_an_option_given_twice_is_refused(tmp_path, monkeypatch, capsys, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:         # a parser error: argparse exits
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"sharpo {argv[0]}") and needle in err and "give it once" in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_key_value_after_a_flag_joins_the_overrides(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", "env=corridor", "--quick", "sft.max_steps=7", "--print-config",
+                 "demo.seeds=[0,5]", "--run-dir", "c"]) == 0
+    out = capsys.readouterr().out
+    assert "max_steps: 7" in out and "runs/grpo-seed5" in out and not Path("c").exists()
+    for argv, left in ((["--quick", "stray"], "stray"), (["--nope=1"], "--nope=1")):
+        with pytest.raises(SystemExit) as stop:    # not key=value, or a flag: still refused
+            main(["compare", "env=corridor", "--print-config", *argv])
+        assert stop.value.code == 2
+        assert f"unrecognized arguments: {left}" in capsys.readouterr().err
