@@ -34,7 +34,7 @@ import torch
 from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
-from .resume import check_resume
+from .resume import check_resume, identity_problem, run_identity
 from .train_config import Config, save_config
 from ..step.method_rules import teacher_coverage
 from ..analysis.credit_auc import LABELLER_COUNTS, step_credit_quality
@@ -225,6 +225,9 @@ class Trainer:
         CheckpointError when it does not fit this run (load_checkpoint then tries the
         next older one)."""
         state = load_state(ckpt)                      # validated state.json + tensors
+        problem = identity_problem(state["trainer"], self.cfg, str(ckpt / "state.json"))
+        if problem:                                   # another run's checkpoint
+            raise CheckpointError(problem)
         try:
             self._build_model(ckpt)
         except CheckpointError:
@@ -469,7 +472,7 @@ class Trainer:
 
     def save(self, step: int) -> None:
         save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer,
-                        self.scheduler, {"step": step, "seed": self.cfg.seed},
+                        self.scheduler, {"step": step, **run_identity(self.cfg)},
                         keep=self.cfg.checkpoint.keep)
 
     # ------------------------------------------------------------------ the loop

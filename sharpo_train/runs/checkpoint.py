@@ -4,8 +4,9 @@ RUN/checkpoints/step_<S:06d>/
   policy/                  Hugging Face model (safetensors) + tokenizer, loadable by
                            ``build_policy(weights_from=...)`` and ``sharpo eval --model``
   optimizer.safetensors    every tensor of the optimizer state ("optimizer.<param>.<name>")
-  state.json               everything else as plain JSON: trainer state, scheduler state,
-                           optimizer param groups, and the size of every file above
+  state.json               everything else as plain JSON: trainer state (step, and the
+                           run's identity: seed, method, config_sha256), scheduler state,
+                           optimizer param groups, and the size and sha256 of every file above
 RUN/checkpoints/latest     a text file naming the newest complete checkpoint ("step_000012")
 
 Nothing is ever unpickled: tensors come from safetensors, the rest from JSON, and the
@@ -13,8 +14,9 @@ policy from safetensors through ``transformers`` (no remote code). A checkpoint 
 into a temp folder, fsynced and renamed, then ``latest`` is replaced atomically, so a crash
 leaves ``latest`` naming a complete checkpoint. On resume, ``latest`` must be a bare
 ``step_<digits>`` name of a real directory inside the run; a checkpoint whose files are
-truncated (sizes differ from state.json, unreadable safetensors) is skipped with one line
-on stderr for the newest older complete one.
+truncated or changed (sizes or sha256 differ from state.json, unreadable safetensors) is
+skipped with one line on stderr for the newest older complete one. A checkpoint of another
+run (its identity differs: loops/resume.py ``identity_problem``) is never resumed.
 """
 from __future__ import annotations
 
@@ -118,10 +120,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
         save_policy(model, tokenizer, tmp / "policy")   # safetensors; LoRA: its adapter
         opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
         save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
-        files = {p.relative_to(tmp).as_posix(): p.stat().st_size
-                 for p in sorted(tmp.rglob("*")) if p.is_file()}
+        written = [p for p in sorted(tmp.rglob("*")) if p.is_file()]
+        files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in written}
+        sha256 = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in written}
         doc = {"format": FORMAT, "step": step, "trainer": state,
-               "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files}
+               "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files,
+               "sha256": sha256}
         (tmp / STATE_FILE).write_text(json.dumps(doc, indent=1) + "\n")   # TypeError: not JSON
         _fsync_tree(tmp)
     except BaseException:
@@ -138,6 +142,16 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     for old in steps[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of the file ``path`` (read in 1 MiB blocks)."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------ finding / checking
@@ -226,6 +240,10 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
             return f"{sub}: symbolic link in a checkpoint (refused)"
         if sub.suffix in _PICKLE_SUFFIXES:
             return f"{sub}: pickle-format file in a checkpoint (never loaded; refused)"
+    sums = doc.get("sha256")     # absent only in a checkpoint of an earlier sharpo
+    if sums is not None and (not isinstance(sums, dict) or set(sums) != set(doc["files"])
+                             or not all(isinstance(v, str) for v in sums.values())):
+        return f"{state_file}: sha256 must give a digest for each of its files"
     if not any(Path(rel).suffix == ".safetensors" and rel.startswith("policy/") for rel in doc["files"]):
         return f"{path / 'policy'}: no safetensors weights listed in {state_file}"
     for rel, size in doc["files"].items():
@@ -236,6 +254,9 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
             return f"{f}: {'not a regular file' if f.exists() else 'missing'}"
         if f.stat().st_size != size:
             return f"{f}: {f.stat().st_size} bytes, {size} written (truncated or changed)"
+        if sums is not None and file_sha256(f) != sums[rel]:
+            return (f"{f}: its sha256 is not the one written in {state_file} (changed, or "
+                    f"a file of another checkpoint)")
         if f.suffix == ".safetensors":
             try:
                 with safe_open(str(f), framework="pt"):
@@ -380,9 +401,17 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, saved: dict) -> None:
             raise CheckpointError(f"optimizer.state.{pid}: no such parameter "
                                   f"(the optimizer has {len(params)})")
         for name, v in entry.items():
-            if isinstance(v, torch.Tensor) and v.dim() and v.shape != params[pid].shape:
+            if not isinstance(v, torch.Tensor):
+                continue
+            if v.dim() and v.shape != params[pid].shape:
                 raise CheckpointError(f"optimizer.state.{pid}.{name}: shape {list(v.shape)}, "
                                       f"its parameter {list(params[pid].shape)}")
+            # load_state_dict would cast it to the parameter's dtype silently: refused
+            if not torch.is_floating_point(v) or (v.dim() and v.dtype != params[pid].dtype):
+                raise CheckpointError(f"optimizer.state.{pid}.{name}: dtype "
+                                      f"{str(v.dtype).replace('torch.', '')}, its parameter "
+                                      f"{str(params[pid].dtype).replace('torch.', '')} (an "
+                                      f"optimizer state is never cast)")
     optimizer.load_state_dict({"state": saved["state"], "param_groups": groups})
 
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from sharpo_train.cli import main
 
@@ -152,3 +153,72 @@ def test_key_value_after_a_flag_joins_the_overrides(tmp_path, monkeypatch, capsy
             main(["compare", "env=corridor", "--print-config", *argv])
         assert stop.value.code == 2
         assert f"unrecognized arguments: {left}" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- resume identity
+def _resume(run, capsys):
+    """`sharpo train --resume` of ``run``: its one-line error (weight-loading bars dropped)."""
+    from train.models.test_non_finite_weights import one_line_error as after_loading
+    return after_loading(capsys, ["train", "--resume", "--run-dir", str(run), "total_steps=2",
+                                  "log.progress=false", "eval.at_end=false"])
+
+
+def test_a_checkpoint_of_another_seed_is_never_resumed(done_run, tmp_path, capsys):
+    """A seed-1 run's checkpoint copied into a seed-0 run: refused, not relabelled."""
+    from sharpo_train.loops.train_config import load_config
+    run, other = tmp_path / "run", tmp_path / "other"
+    shutil.copytree(done_run, run)
+    shutil.copytree(done_run, other)
+    ckpt = other / "checkpoints" / "step_000001"
+    state = json.loads((ckpt / "state.json").read_text())
+    cfg = load_config(str(run / "config.yaml"), ["seed=1"])
+    from sharpo_train.loops.resume import run_identity
+    state["trainer"].update(run_identity(cfg))           # what a seed-1 run writes
+    (ckpt / "state.json").write_text(json.dumps(state))
+    shutil.rmtree(run / "checkpoints" / "step_000001")
+    shutil.copytree(ckpt, run / "checkpoints" / "step_000001")
+    before = snapshot(run)
+    err = _resume(run, capsys)
+    assert "a checkpoint of another run (seed 1, this run's 0)" in err
+    assert "state.json" in err and snapshot(run) == before
+
+
+def test_a_swapped_same_size_file_is_seen_by_its_sha256(done_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    f = run / "checkpoints" / "step_000001" / "policy" / "model.safetensors"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0x01                       # same size, another value
+    f.write_bytes(bytes(data))
+    err = _resume(run, capsys)
+    assert "model.safetensors: its sha256 is not the one written" in err
+
+
+def test_an_int32_optimizer_tensor_is_refused_not_cast(done_run, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    from train.models.test_non_finite_weights import resize
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    ckpt = run / "checkpoints" / "step_000001"
+    tensors = load_file(str(ckpt / "optimizer.safetensors"))
+    key = sorted(k for k in tensors if k.endswith("exp_avg"))[0]
+    tensors[key] = tensors[key].to(torch.int32)
+    save_file(tensors, str(ckpt / "optimizer.safetensors"), metadata={"format": "sharpo-checkpoint/1"})
+    resize(ckpt)
+    err = _resume(run, capsys)
+    assert "exp_avg: dtype int32, its parameter float32" in err and "never cast" in err
+
+
+def test_the_identity_ignores_what_resume_may_change(done_run):
+    from sharpo_train.loops.resume import identity_problem, run_identity
+    from sharpo_train.loops.train_config import load_config
+    base = load_config(str(done_run / "config.yaml"), [])
+    same = load_config(str(done_run / "config.yaml"), ["total_steps=9", "log.progress=false",
+                                                       "checkpoint.keep=5", "eval.every=3"])
+    assert run_identity(base) == run_identity(same)
+    assert identity_problem(run_identity(base), same, "s") is None
+    for change in (["seed=3"], ["method=sharpo"], ["optim.lr=0.5"]):
+        other = load_config(str(done_run / "config.yaml"), change)
+        assert identity_problem(run_identity(other), base, "s").startswith("s: a checkpoint of")
+    assert identity_problem({"step": 1, "seed": 0}, base, "s") is None   # an earlier sharpo's

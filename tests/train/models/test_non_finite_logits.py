@@ -2,30 +2,17 @@
 forward pass) are an error naming the checkpoint, never a score of 0.0 nor a
 multinomial traceback: `sharpo eval --run-dir`, `--model`, sampled evaluation and
 `train --resume` (step/finite_logits.py; issue 47, HIGH 3)."""
-import hashlib
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from train.models.test_non_finite_weights import one_line_error
+from train.models.test_non_finite_weights import one_line_error, resize
 
 ROOT = Path(__file__).resolve().parents[3]
 FAST = ["log.progress=false", "rollout.max_new_tokens=8", "rollout.max_turns=2",
         "eval.at_end=false", "checkpoint.every=1"]
-
-
-def reseal(ckpt: Path) -> None:
-    """Record the edited files' sizes (and sha256, where state.json keeps them) in the
-    checkpoint's state.json: the checkpoint stays complete, its content is what is tested."""
-    state = json.loads((ckpt / "state.json").read_text())
-    state["files"] = {k: (ckpt / k).stat().st_size for k in state["files"]}
-    if "sha256" in state:
-        state["sha256"] = {k: hashlib.sha256((ckpt / k).read_bytes()).hexdigest()
-                           for k in state["sha256"]}
-    (ckpt / "state.json").write_text(json.dumps(state))
 
 
 def overflowing(policy: Path) -> None:
@@ -45,7 +32,7 @@ def run(done_run, tmp_path) -> Path:
     shutil.copytree(done_run, run)
     ckpt = run / "checkpoints" / "step_000001"
     overflowing(ckpt / "policy")
-    reseal(ckpt)
+    resize(ckpt)
     return run
 
 
