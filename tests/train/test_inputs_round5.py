@@ -222,3 +222,28 @@ def test_the_identity_ignores_what_resume_may_change(done_run):
         other = load_config(str(done_run / "config.yaml"), change)
         assert identity_problem(run_identity(other), base, "s").startswith("s: a checkpoint of")
     assert identity_problem({"step": 1, "seed": 0}, base, "s") is None   # an earlier sharpo's
+
+
+# ---------------------------------------------------------------- resource limits
+def test_an_over_long_demonstration_line_is_refused_by_length_first(tmp_path, capsys,
+                                                                   monkeypatch):
+    import sharpo_train.loops.demo_records as records
+    from sharpo_train.errors import UsageError
+    path = Path(demos(tmp_path))
+    good = path.read_text()
+    # the line is not JSON at all: it is refused by length before anything parses it
+    path.write_text(good + "{" * (records.MAX_LINE_BYTES + 1) + "\n" + good)
+    err = one_line_error(capsys, ["sft", "--demos", str(path), "--out", str(tmp_path / "o"),
+                                  *SFT_FAST], "--demos", ":2: a line of 4,194,305 bytes")
+    assert "limit is 4,194,304" in err and not (tmp_path / "o").exists()
+    class Parsed(Exception):
+        pass
+
+    def parse(*a, **k):
+        raise Parsed("parsed")
+    monkeypatch.setattr(json, "loads", parse)
+    with pytest.raises(UsageError, match="a line of"):
+        records.read_demo_records(path)
+    path.write_text(good + "x" * records.MAX_LINE_BYTES)     # at the limit: read (and parsed)
+    with pytest.raises(Parsed):
+        records.read_demo_records(path)
