@@ -26,6 +26,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
@@ -214,6 +216,65 @@ def load_checkpoint(run_dir: str | Path, load: Callable[[Path], T],
         skipped.append((candidate.name, problem))
     first_problem = skipped[0][1]
     raise CheckpointError(f"{first_problem}; no older complete checkpoint in {root}")
+
+
+PIN_PREFIX = ".pin-"        # RUN/checkpoints/.pin-<pid>-<random>/: a reader's pinned copy
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard links of every file of ``src`` under ``dst`` (a copy where the file system
+    has no hard links); FileNotFoundError when ``src`` goes away meanwhile."""
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir()
+        else:
+            try:
+                os.link(path, target, follow_symlinks=False)
+            except FileNotFoundError:
+                raise
+            except OSError:              # no hard links here (EPERM, EXDEV): a copy
+                shutil.copy2(path, target, follow_symlinks=False)
+
+
+@contextmanager
+def pinned_checkpoint(run_dir: str | Path, warn: Callable[[str], None] = _warn,
+                      tries: int = 5):
+    """``with pinned_checkpoint(run) as (ckpt, files):`` the newest usable checkpoint
+    (``latest_checkpoint``) and a folder ``files`` that holds its files as hard links
+    (``RUN/checkpoints/.pin-<pid>-<random>``, removed on leaving), so that a training run
+    that rotates ``ckpt`` out meanwhile (``checkpoint.keep``) cannot take its files from
+    under a reader (`sharpo eval --run-dir` while training runs). The pinned copy is
+    checked complete (sizes and sha256) before it is used; a checkpoint rotated out while
+    it was being pinned is pinned again from the new ``latest``. Where the run is not
+    writable, ``files`` is ``ckpt`` itself. (None, None) when nothing was checkpointed."""
+    root = checkpoint_dir(run_dir)
+    problem = None
+    for _ in range(tries):
+        ckpt = latest_checkpoint(run_dir, warn)
+        if ckpt is None:
+            yield None, None
+            return
+        try:
+            pin = Path(tempfile.mkdtemp(prefix=f"{PIN_PREFIX}{os.getpid()}-", dir=root))
+        except OSError:                  # a run this user may read, not write
+            yield ckpt, ckpt
+            return
+        try:
+            _link_tree(ckpt, pin)
+            problem = checkpoint_problem(run_dir, pin)
+        except FileNotFoundError as exc:     # rotated out while being linked
+            problem = f"{ckpt}: removed while being read ({exc.filename})"
+        if problem is None:
+            break
+        shutil.rmtree(pin, ignore_errors=True)
+    else:
+        raise CheckpointError(f"{problem}; the run's checkpoints changed {tries} times while "
+                              f"being read")
+    try:
+        yield ckpt, pin
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
 
 
 def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:

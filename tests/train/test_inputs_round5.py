@@ -247,3 +247,53 @@ def test_an_over_long_demonstration_line_is_refused_by_length_first(tmp_path, ca
     path.write_text(good + "x" * records.MAX_LINE_BYTES)     # at the limit: read (and parsed)
     with pytest.raises(Parsed):
         records.read_demo_records(path)
+
+
+# ---------------------------------------------------------------- eval while training runs
+def test_eval_reads_a_pinned_checkpoint_that_training_rotates_out(done_run, tmp_path, capsys,
+                                                                 monkeypatch):
+    import sharpo_train.loops.evaluate as evaluate
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    ckpt = run / "checkpoints" / "step_000001"
+    real = evaluate.build_policy
+    seen = []
+
+    def rotated_meanwhile(model_cfg, weights_from=None, weights_key="model.path"):
+        shutil.rmtree(ckpt)                 # what save_checkpoint's `keep` does meanwhile
+        seen.append((Path(weights_from), weights_key))
+        return real(model_cfg, weights_from=weights_from, weights_key=weights_key)
+    monkeypatch.setattr(evaluate, "build_policy", rotated_meanwhile)
+    assert main(["eval", "--run-dir", str(run), "eval.num_tasks=1"]) == 0
+    assert len(list(run.glob("eval-*.json"))) == 1 and not ckpt.exists()
+    (files, key), = seen
+    assert files.parent.parent == run / "checkpoints" and files.parent.name.startswith(".pin-")
+    assert key == str(ckpt / "policy")                 # errors name the checkpoint
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["latest"]   # pin removed
+    capsys.readouterr()
+
+
+def test_a_checkpoint_rotated_out_while_being_pinned_is_pinned_again(done_run, tmp_path,
+                                                                     monkeypatch):
+    import sharpo_train.runs.checkpoint as checkpoint
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    real, calls = checkpoint._link_tree, []
+
+    def gone_once(src, dst):
+        calls.append(src)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file", str(src / "state.json"))
+        real(src, dst)
+    monkeypatch.setattr(checkpoint, "_link_tree", gone_once)
+    with checkpoint.pinned_checkpoint(run) as (ckpt, files):
+        assert ckpt == run / "checkpoints" / "step_000001" and files != ckpt
+        assert (files / "state.json").read_bytes() == (ckpt / "state.json").read_bytes()
+        assert os.stat(files / "state.json").st_ino == os.stat(ckpt / "state.json").st_ino
+    assert len(calls) == 2 and not files.exists()
+    monkeypatch.setattr(checkpoint, "_link_tree", lambda s, d: (_ for _ in ()).throw(
+        FileNotFoundError(2, "gone", str(s))))
+    with pytest.raises(checkpoint.CheckpointError, match="removed while being read"):
+        with checkpoint.pinned_checkpoint(run):
+            pass
+    assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".pin")] == []
