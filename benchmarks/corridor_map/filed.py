@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _inputs import InputError, finite_number, loads, read_json
+from _inputs import InputError, finite_number, read_json
 
 from .grid import UNIT_FILE, WARM_FILE, Cell, arm_slug, parse_cell
 
@@ -105,18 +105,12 @@ def read_unit(folder: Path, cell: Cell, arm: str, seed: int) -> dict:
 
 
 def metric_rows(text: str, where: str) -> list:
-    """The JSON objects of a metrics.jsonl text (a torn last line, as a killed run leaves
-    it, is dropped; any other line that is not a JSON object is an InputError)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    rows = []
-    for n, line in enumerate(lines, 1):
-        try:
-            row = loads(line, f"{where}:{n}")
-        except InputError:
-            if n == len(lines):
-                break
-            raise
-        if not isinstance(row, dict):
-            raise InputError(f"{where}:{n}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
-    return rows
+    """The JSON objects of a metrics.jsonl text (sharpo's own rule, ``io.jsonl_rows``: a
+    torn last line, as a killed run leaves it, is dropped; any other line that is not a
+    JSON object is an InputError)."""
+    from sharpo_train.errors import UsageError
+    from sharpo_train.io import jsonl_rows
+    try:
+        return jsonl_rows(text, where)
+    except UsageError as exc:
+        raise InputError(str(exc)) from None

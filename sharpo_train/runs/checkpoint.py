@@ -35,7 +35,7 @@ import torch
 
 from ..checks import is_int
 from ..errors import UsageError
-from ..io import atomic_write_text, loads_json
+from ..io import atomic_write_text, file_sha256, loads_json
 from .run_files import run_subdir
 
 FORMAT = "sharpo-checkpoint/1"
@@ -144,16 +144,6 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
     for old in steps[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def file_sha256(path: Path) -> str:
-    """The hex sha256 of the file ``path`` (read in 1 MiB blocks)."""
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ------------------------------------------------------------------ finding / checking
