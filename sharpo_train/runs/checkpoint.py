@@ -208,6 +208,20 @@ def load_checkpoint(run_dir: str | Path, load: Callable[[Path], T],
     raise CheckpointError(f"{first_problem}; no older complete checkpoint in {root}")
 
 
+_DIGESTS: dict = {}      # (device, inode, size, mtime_ns) -> sha256, this process's reads
+
+
+def _digest(path: Path) -> str:
+    """``file_sha256(path)``, read once per process for the same file content: the same
+    inode, size and modification time (a pinned hard link, a checkpoint checked again by
+    `sharpo eval` after its plan) reuse it; any write changes the modification time."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_sha256(path)
+    return _DIGESTS[key]
+
+
 PIN_PREFIX = ".pin-"        # RUN/checkpoints/.pin-<pid>-<random>/: a reader's pinned copy
 
 
@@ -305,7 +319,7 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
             return f"{f}: {'not a regular file' if f.exists() else 'missing'}"
         if f.stat().st_size != size:
             return f"{f}: {f.stat().st_size} bytes, {size} written (truncated or changed)"
-        if sums is not None and file_sha256(f) != sums[rel]:
+        if sums is not None and _digest(f) != sums[rel]:
             return (f"{f}: its sha256 is not the one written in {state_file} (changed, or "
                     f"a file of another checkpoint)")
         if f.suffix == ".safetensors":

@@ -297,3 +297,25 @@ def test_a_checkpoint_rotated_out_while_being_pinned_is_pinned_again(done_run, t
         with checkpoint.pinned_checkpoint(run):
             pass
     assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".pin")] == []
+
+
+def test_a_checkpoint_is_hashed_once_per_process_for_the_same_content(done_run, tmp_path,
+                                                                      monkeypatch):
+    import sharpo_train.runs.checkpoint as checkpoint
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    hashed = []
+    real = checkpoint.file_sha256
+    monkeypatch.setattr(checkpoint, "file_sha256", lambda p: hashed.append(p) or real(p))
+    ckpt = run / "checkpoints" / "step_000001"
+    assert checkpoint.checkpoint_problem(run, ckpt) is None
+    n = len(hashed)
+    with checkpoint.pinned_checkpoint(run) as (_, files):     # its hard links: no new read
+        assert files != ckpt
+    assert checkpoint.checkpoint_problem(run, ckpt) is None and len(hashed) == n
+    f = ckpt / "optimizer.safetensors"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 1
+    f.write_bytes(bytes(data))                                # written: read again, and seen
+    os.utime(f, ns=(0, f.stat().st_mtime_ns + 1))
+    assert "its sha256 is not the one written" in checkpoint.checkpoint_problem(run, ckpt)
