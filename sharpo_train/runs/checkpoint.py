@@ -241,6 +241,25 @@ def _link_tree(src: Path, dst: Path) -> None:
                 shutil.copy2(path, target, follow_symlinks=False)
 
 
+def _remove_stale_pins(root: Path) -> None:
+    """Remove the pinned copies (``PIN_PREFIX``) of readers that no longer run (a `sharpo
+    eval` killed while reading): their hard links would keep a rotated checkpoint's space."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for e in entries:
+        pid = e.name[len(PIN_PREFIX):].split("-", 1)[0]
+        if not (e.name.startswith(PIN_PREFIX) and pid.isdigit()) or e.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(e.path, ignore_errors=True)
+        except (PermissionError, OverflowError):     # another user's process is running
+            pass
+
+
 @contextmanager
 def pinned_checkpoint(run_dir: str | Path, warn: Callable[[str], None] = _warn,
                       tries: int = 5):
@@ -250,9 +269,11 @@ def pinned_checkpoint(run_dir: str | Path, warn: Callable[[str], None] = _warn,
     that rotates ``ckpt`` out meanwhile (``checkpoint.keep``) cannot take its files from
     under a reader (`sharpo eval --run-dir` while training runs). The pinned copy is
     checked complete (sizes and sha256) before it is used; a checkpoint rotated out while
-    it was being pinned is pinned again from the new ``latest``. Where the run is not
-    writable, ``files`` is ``ckpt`` itself. (None, None) when nothing was checkpointed."""
+    it was being pinned is pinned again from the new ``latest``; the pins of readers that
+    no longer run are removed first. Where the run is not writable, ``files`` is ``ckpt``
+    itself. (None, None) when nothing was checkpointed."""
     root = checkpoint_dir(run_dir)
+    _remove_stale_pins(root)
     problem = None
     for _ in range(tries):
         ckpt = latest_checkpoint(run_dir, warn)

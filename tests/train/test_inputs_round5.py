@@ -319,3 +319,20 @@ def test_a_checkpoint_is_hashed_once_per_process_for_the_same_content(done_run, 
     f.write_bytes(bytes(data))                                # written: read again, and seen
     os.utime(f, ns=(0, f.stat().st_mtime_ns + 1))
     assert "its sha256 is not the one written" in checkpoint.checkpoint_problem(run, ckpt)
+
+
+def test_the_pin_of_a_killed_reader_is_removed_and_a_live_ones_kept(done_run, tmp_path):
+    import subprocess
+    import sys
+    from sharpo_train.runs.checkpoint import pinned_checkpoint
+    run = tmp_path / "run"
+    shutil.copytree(done_run, run)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = run / "checkpoints" / f".pin-{dead}-abc"
+    live = run / "checkpoints" / f".pin-{os.getpid()}-keep"
+    for d in (stale, live):
+        (d / "policy").mkdir(parents=True)
+    with pinned_checkpoint(run):
+        pass
+    assert not stale.exists() and live.is_dir()
