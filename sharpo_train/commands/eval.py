@@ -105,7 +105,8 @@ def run(args) -> int:
     quiet_transformers()
     if args.run_dir:       # a training run may rotate the checkpoint out: read a pinned copy
         from ..analysis.report.records import find_run_dir
-        with pinned_checkpoint(find_run_dir(args.run_dir, "--run-dir")) as (ckpt, files):
+        run_dir = find_run_dir(args.run_dir, "--run-dir")
+        with pinned_checkpoint(run_dir, warn=lambda line: None) as (ckpt, files):  # plan warned
             if ckpt is None:
                 raise FileNotFoundError(f"--run-dir: {args.run_dir} has no checkpoint "
                                         f"(checkpoints/latest)")
