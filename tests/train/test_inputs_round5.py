@@ -33,6 +33,8 @@ def test_an_sft_marker_never_leads_to_deleting_a_file_the_command_does_not_write
     assert (out / "model.safetensors").is_file()
     listed = json.loads((out / ".sharpo-sft").read_text())["files"]
     assert "thesis.md" not in listed and "model.safetensors" in listed
+    from sharpo_train.outputs import sft_name
+    assert all(sft_name(n) for n in listed), listed      # every file sft writes is declared
     # a second run over its own output still replaces its own files
     assert main(["sft", "--demos", demos(tmp_path), "--out", str(out), *SFT_FAST]) == 0
     assert (out / "thesis.md").read_text() == "years of work"
