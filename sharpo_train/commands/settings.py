@@ -137,9 +137,11 @@ def write_docs(path) -> None:
     p.write_text(text, encoding="utf-8")
 
 
-def add_settings_parser(subparsers, command: str, help: str, description: str):
+def add_settings_parser(subparsers, command: str, help: str, description: str,
+                        settings: str = ""):
     """The parser of a command that takes ``key=value`` settings: its ``-h/--help`` ends
-    with every setting of ``command`` (``SettingsHelp``)."""
+    with every setting of ``settings`` (one of ``COMMANDS``; default ``command`` itself:
+    `sharpo eval` takes the trainer's, ``SettingsHelp``)."""
     p = subparsers.add_parser(command, help=help, description=description, add_help=False)
-    p.add_argument("-h", "--help", action=SettingsHelp, command=command)
+    p.add_argument("-h", "--help", action=SettingsHelp, command=settings or command)
     return p
