@@ -27,15 +27,21 @@ def register(subparsers) -> None:
 
 
 def env_rows() -> list:
-    """``env.name`` and every environment's own ``env.<key>`` (EnvSpec.settings: type and
-    range; the environment supplies the default)."""
+    """``env.name`` and every environment's own ``env.<key>``: its settings class's rows
+    (EnvSpec.settings_class: type, default, range and help, settings/describe.py), or for
+    an environment with a bare schema, its type and range (the environment supplies the
+    default)."""
     from ..envs.registry import DEFAULT_ENV, env_names, get_spec
-    from ..settings.describe import SettingRow, type_name
+    from ..settings.describe import SettingRow, setting_rows as rows_of, type_name
 
     rows = [SettingRow("env.name", "str", DEFAULT_ENV, f"one of {env_names()}",
                        "the environment; its own env.<key> settings follow")]
     for name in env_names():
         spec = get_spec(name)
+        if spec.settings_class is not None:
+            rows += [r._replace(help=f"(env.name={name}) {r.help}")
+                     for r in rows_of(spec.settings_class(), "env.")]
+            continue
         for key, entry in spec.settings.items():
             if key == "name":
                 continue

@@ -2,7 +2,7 @@
 
 Each environment package declares one ``ENV_SPEC`` (``envs/<name>/spec.py``, or the module of a
 one-file environment) and ``envs/registry.py`` lists it by import path, so nothing else
-names an environment (docs/training.md, "Adding an environment")::
+names an environment (docs/adding_an_environment.md)::
 
     ENV_SPEC = EnvSpec(
         name="counter", make_suite=make_suite, prompts=prompts,
@@ -15,6 +15,7 @@ loading a config or starting the CLI imports no engine.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -106,14 +107,21 @@ class ProbeHooks:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings`` are
-    required; every other field has a default that means "not offered"."""
+    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings_class`` (or
+    a bare ``settings`` schema) are required; every other field has a default that means
+    "not offered"."""
 
     name: str                               # env.name
     make_suite: Callable                    # (env_config: dict) -> EnvSuite (envs/base.py)
     prompts: Any                            # module/object with render_turn_prompt,
                                             # parse_action, render_hint (envs/turn_prompt.py)
-    settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
+    settings_class: Optional[type] = None   # the env.* settings: a dataclass of
+                                            # setting(default, help) fields with a
+                                            # validate() (in_range: the ranges), used by
+                                            # the engine itself; gives ``settings`` and
+                                            # ``settings_help``
+    settings: Optional[Schema] = None       # env.<key> -> (type, lo, hi); holds "name"
+                                            # (derived from settings_class)
     nested_settings: Mapping[str, Schema] = field(default_factory=dict)
                                             # env.<key>.<sub> of mapping-valued keys
     settings_help: Mapping[str, str] = field(default_factory=dict)
@@ -155,7 +163,14 @@ class EnvSpec:
                                             # environment's own `sharpo <name> ...` command
 
     def __post_init__(self):
-        if "name" not in self.settings:
+        if self.settings_class is not None:
+            from ..settings.describe import schema_of
+            own = schema_of(self.settings_class)
+            object.__setattr__(self, "settings", {"name": (str,), **own})
+            object.__setattr__(self, "settings_help", {
+                f.name: " ".join(f.metadata.get("help", "").split())
+                for f in dataclasses.fields(self.settings_class)})
+        if self.settings is None or "name" not in self.settings:
             raise ValueError(f"EnvSpec {self.name!r}: settings must hold 'name'")
         for key in self.reward_settings:
             if key not in self.settings:

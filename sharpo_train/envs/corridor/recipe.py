@@ -27,9 +27,9 @@ from pathlib import Path
 
 from ...io import atomic_write_json
 from ..spec import RecipeSpec
-from . import REPLY_TOKENS, SETTINGS, make_suite, settings_of
+from . import REPLY_TOKENS, make_suite, settings_of
 from .demos import write_demos
-from .engine import CorridorSettings
+from .engine import MAX_TURNS, CorridorSettings
 
 DEMO_AGENT = "mixed"
 
@@ -131,7 +131,7 @@ def sized(env_config: dict) -> dict[str, int]:
     length = max(MIN_SFT_LENGTH, SFT_LENGTH_BASE + SFT_LENGTH_PER_LINE * lines)  # longer at lamps
     return {"sft.max_length": length,
             "rollout.max_new_tokens": REPLY_TOKENS,
-            "rollout.max_turns": SETTINGS["num_turns"][2]}
+            "rollout.max_turns": MAX_TURNS}
 
 
 def sized_defaults(env_config: dict) -> dict[str, list]:
