@@ -35,35 +35,39 @@ from .turn_prompt import parse_action, render_hint   # the shared reply format a
 
 
 @dataclass
-class CounterSettings:
-    """env.* of "synthetic" (the counter)."""
+class TaskDraw:
+    """The env.* both synthetic environments share: how many tasks, drawn from which seed."""
     num_train: int = setting(16, "training tasks")
     num_eval: int = setting(4, "held-out tasks")
-    max_steps: int = setting(6, "step limit per episode")
-    max_distance: int = setting(2, "largest distance to the target")
     seed: int = setting(0, "seed of the task draw")
 
     def validate(self) -> None:
         in_range(self, "num_train", 1, 100000)
         in_range(self, "num_eval", 0, 100000)
-        in_range(self, "max_steps", 1, 10000)
-        in_range(self, "max_distance", 1, 10000)
         in_range(self, "seed", 0)
 
 
 @dataclass
-class SignsSettings:
-    """env.* of "signs"."""
-    num_train: int = setting(16, "training tasks")
-    num_eval: int = setting(8, "held-out tasks")
-    num_signs: int = setting(3, "signs per task, one turn each")
-    seed: int = setting(0, "seed of the task draw")
+class CounterSettings(TaskDraw):
+    """env.* of "synthetic" (the counter)."""
+    max_steps: int = setting(6, "step limit per episode")
+    max_distance: int = setting(2, "largest distance to the target")
 
     def validate(self) -> None:
-        in_range(self, "num_train", 1, 100000)
-        in_range(self, "num_eval", 0, 100000)
+        super().validate()
+        in_range(self, "max_steps", 1, 10000)
+        in_range(self, "max_distance", 1, 10000)
+
+
+@dataclass
+class SignsSettings(TaskDraw):
+    """env.* of "signs"."""
+    num_eval: int = setting(8, "held-out tasks")
+    num_signs: int = setting(3, "signs per task, one turn each")
+
+    def validate(self) -> None:
+        super().validate()
         in_range(self, "num_signs", 1, 100)
-        in_range(self, "seed", 0)
 
 
 ACTIONS = ["increase", "decrease"]
