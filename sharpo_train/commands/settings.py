@@ -27,29 +27,16 @@ def register(subparsers) -> None:
 
 
 def env_rows() -> list:
-    """``env.name`` and every environment's own ``env.<key>``: its settings class's rows
-    (EnvSpec.settings_class: type, default, range and help, settings/describe.py), or for
-    an environment with a bare schema, its type and range (the environment supplies the
-    default)."""
+    """``env.name`` and every environment's own ``env.<key>``: the rows of its settings
+    class (EnvSpec.settings_class: type, default, range and help, settings/describe.py)."""
     from ..envs.registry import DEFAULT_ENV, env_names, get_spec
-    from ..settings.describe import SettingRow, setting_rows as rows_of, type_name
+    from ..settings.describe import SettingRow, setting_rows as rows_of
 
     rows = [SettingRow("env.name", "str", DEFAULT_ENV, f"one of {env_names()}",
                        "the environment; its own env.<key> settings follow")]
     for name in env_names():
-        spec = get_spec(name)
-        if spec.settings_class is not None:
-            rows += [r._replace(help=f"(env.name={name}) {r.help}")
-                     for r in rows_of(spec.settings_class(), "env.")]
-            continue
-        for key, entry in spec.settings.items():
-            if key == "name":
-                continue
-            lo, hi = (entry[1:3] + (None, None))[:2]
-            rng = "" if lo is None and hi is None else \
-                f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
-            rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",
-                                   rng, f"(env.name={name}) {spec.settings_help.get(key, '')}"))
+        rows += [r._replace(help=f"(env.name={name}) {r.help}")
+                 for r in rows_of(get_spec(name).settings_class(), "env.")]
     return rows
 
 

@@ -6,7 +6,7 @@ names an environment (docs/adding_an_environment.md)::
 
     ENV_SPEC = EnvSpec(
         name="counter", make_suite=make_suite, prompts=prompts,
-        settings={"name": (str,), "num_train": (int, 1, 100000), "seed": (int, 0, None)},
+        settings_class=CounterSettings,      # env.* : setting(default, help) fields
         families=("Up", "Down"))
 
 Hooks that need heavy or optional dependencies (the ALFWorld engine, torch) are given as
@@ -107,9 +107,8 @@ class ProbeHooks:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings_class`` (or
-    a bare ``settings`` schema) are required; every other field has a default that means
-    "not offered"."""
+    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings_class`` are
+    required; every other field has a default that means "not offered"."""
 
     name: str                               # env.name
     make_suite: Callable                    # (env_config: dict) -> EnvSuite (envs/base.py)
@@ -118,15 +117,11 @@ class EnvSpec:
     settings_class: Optional[type] = None   # the env.* settings: a dataclass of
                                             # setting(default, help) fields with a
                                             # validate() (in_range: the ranges), used by
-                                            # the engine itself; gives ``settings`` and
-                                            # ``settings_help``
-    settings: Optional[Schema] = None       # env.<key> -> (type, lo, hi); holds "name"
-                                            # (derived from settings_class)
-    nested_settings: Mapping[str, Schema] = field(default_factory=dict)
-                                            # env.<key>.<sub> of mapping-valued keys
-    settings_help: Mapping[str, str] = field(default_factory=dict)
-                                            # env.<key> -> one line: what it sets and its
-                                            # default (`sharpo settings env.`)
+                                            # the engine itself (envs/env_config.py
+                                            # settings_from); required
+    nested_settings: Mapping[str, type] = field(default_factory=dict)
+                                            # env.<key>.<sub> of a mapping-valued key: its
+                                            # settings class (ALFWorld's env.generate)
     families: Sequence[str] = ()            # task families, in report table order
     label: str = ""                         # display name in reports ("" -> name)
     family_word: str = "task family"        # what a family is in report text
@@ -161,25 +156,26 @@ class EnvSpec:
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
     command: Optional[str] = None           # "module:attr" -> register(subparsers): the
                                             # environment's own `sharpo <name> ...` command
+    # derived from settings_class: env.<key> -> (type,) | (type, lo, hi), "name" included
+    # (the config check, loops/train_config.py check_env), and env.<key> -> its help
+    settings: Schema = field(init=False, default=None)
+    settings_help: Mapping[str, str] = field(init=False, default=None)
 
     def __post_init__(self):
-        if self.settings_class is not None:
-            from ..settings.describe import schema_of
-            own = schema_of(self.settings_class)
-            object.__setattr__(self, "settings", {"name": (str,), **own})
-            object.__setattr__(self, "settings_help", {
-                f.name: " ".join(f.metadata.get("help", "").split())
-                for f in dataclasses.fields(self.settings_class)})
-        if self.settings is None or "name" not in self.settings:
-            raise ValueError(f"EnvSpec {self.name!r}: settings must hold 'name'")
+        if not (isinstance(self.settings_class, type)
+                and dataclasses.is_dataclass(self.settings_class)):
+            raise ValueError(f"EnvSpec {self.name!r}: settings_class: expected the dataclass "
+                             f"of its env.* settings, got {self.settings_class!r}")
+        from ..settings.describe import schema_of
+        object.__setattr__(self, "settings", {"name": (str,),
+                                              **schema_of(self.settings_class)})
+        object.__setattr__(self, "settings_help", {
+            f.name: " ".join(f.metadata.get("help", "").split())
+            for f in dataclasses.fields(self.settings_class)})
         for key in self.reward_settings:
             if key not in self.settings:
                 raise ValueError(f"EnvSpec {self.name!r}: reward setting {key!r} is not in "
                                  "its settings")
-        unknown = sorted(set(self.settings_help) - set(self.settings))
-        if unknown:
-            raise ValueError(f"EnvSpec {self.name!r}: settings_help names keys not in its "
-                             f"settings: {unknown}")
         for fn in ("render_turn_prompt", "parse_action", "render_hint"):
             if not callable(getattr(self.prompts, fn, None)):
                 raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")

@@ -22,6 +22,7 @@ The prompt helpers import without alfworld installed; the engine needs the extra
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Optional
@@ -32,9 +33,7 @@ from ..env_config import check_env_config, settings_from
 from .games import (FAMILIES, FAMILY_BY_TASK_TYPE, RELEASE_DIR, discover_games,
                     normalize_families, resolve_release_dir, task_from_folder, task_of)
 from .prompts import format_response, parse_action, render_hint, render_turn_prompt
-from .settings import GENERATE_SETTINGS, AlfworldSettings
-
-_GENERATE_KEYS = set(GENERATE_SETTINGS)
+from .settings import AlfworldSettings, GenerateSettings
 
 
 def settings_of(env_config: dict) -> AlfworldSettings:
@@ -66,7 +65,8 @@ def make_suite(env_config: dict) -> EnvSuite:
     s = settings_of(env_config)
     games_dir, gen = s.games_dir, s.generate
     if gen:
-        check_env_config(gen, _GENERATE_KEYS, "alfworld", "env.generate")
+        check_env_config(gen, {f.name for f in dataclasses.fields(GenerateSettings)},
+                         "alfworld", "env.generate")
         if games_dir in (None, ""):
             raise ConfigError("env.generate needs env.games_dir (where to write the games)")
         root = Path(os.path.expandvars(os.path.expanduser(str(games_dir))))
@@ -99,4 +99,4 @@ def make_suite(env_config: dict) -> EnvSuite:
 __all__ = ["make_suite", "make_pool", "env_kwargs_from_config", "FAMILIES",
            "FAMILY_BY_TASK_TYPE", "discover_games", "task_from_folder", "task_of",
            "resolve_release_dir", "render_turn_prompt", "parse_action", "render_hint",
-           "format_response", "settings_of", "AlfworldSettings", "GENERATE_SETTINGS"]
+           "format_response", "settings_of", "AlfworldSettings", "GenerateSettings"]

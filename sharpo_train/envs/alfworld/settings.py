@@ -1,6 +1,6 @@
 """ALFWorld's env.* settings (``AlfworldSettings``), the one declaration: ``make_suite``
 builds the suite from it, `sharpo settings env.` reads its defaults, help and ranges.
-``env.generate`` is a mapping handed to generator.py (``GENERATE_SETTINGS``: its keys)."""
+``env.generate`` is a mapping of ``GenerateSettings`` handed to generator.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,10 +10,25 @@ from ...settings.loader import in_range, need, setting
 
 DEFAULT_MAX_STEPS = 50
 EXPERT_TYPES = ("planner", "handcoded")
-# env.generate.<key> -> (type, lo, hi): generator.py generate_splits' keyword arguments
-GENERATE_SETTINGS: dict[str, tuple] = {
-    "n_train": (int, 0, 100000), "n_eval": (int, 0, 100000), "seed": (int, 0, None),
-    "size": (str,), "grammar": (Any,), "families": (list,), "workers": (int, 0, 1024)}
+
+
+@dataclass
+class GenerateSettings:
+    """env.generate.* of ALFWorld: generator.py ``generate_splits``' keyword arguments."""
+    n_train: int = setting(32, "training games to generate")
+    n_eval: int = setting(12, "held-out games to generate (from seed + 1)")
+    seed: int = setting(0, "seed of the generated games")
+    size: str = setting("small", "room size: tiny, small, medium or large (generator.SIZES)")
+    grammar: Any = setting("release", "the text grammar: release (ALFWorld's own) or a "
+                           "folder of grammar files")
+    families: Optional[list] = setting(None, "task families generated (null: all six)")
+    workers: int = setting(1, "processes generating games")
+
+    def validate(self) -> None:
+        in_range(self, "n_train", 0, 100000)
+        in_range(self, "n_eval", 0, 100000)
+        in_range(self, "seed", 0)
+        in_range(self, "workers", 0, 1024)
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs import (ENVS, EnvSpec, EnvSuite, SerialEnvPool, env_names, get_spec,
                                make_suite, register_env)
 from sharpo_train.envs.synthetic import CounterEnv, make_tasks
+from sharpo_train.settings.loader import in_range, setting
 from sharpo_train.envs.turn_prompt import parse_action, render_hint
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -61,10 +63,19 @@ def _toy_suite(cfg: dict) -> EnvSuite:
                     ["Up", "Down"])
 
 
+@dataclass
+class ToySettings:
+    num_train: int = setting(3, "training tasks")
+
+    def validate(self) -> None:
+        in_range(self, "num_train", 1, 10)
+
+
 def test_a_new_environment_is_one_registration():
     import sharpo_train.envs.synthetic as prompts
-    spec = EnvSpec(name="toy", make_suite=_toy_suite, prompts=prompts,
-                   settings={"name": (str,), "num_train": (int, 1, 10)})
+    spec = EnvSpec(name="toy", make_suite=_toy_suite, prompts=prompts, settings_class=ToySettings)
+    assert spec.settings == {"name": (str,), "num_train": (int, 1, 10)}
+    assert spec.settings_help == {"num_train": "training tasks"}
     register_env("toy", spec)
     try:
         cfg = load_config(None, ["env.name=toy", "env.num_train=4"])
@@ -79,13 +90,16 @@ def test_a_new_environment_is_one_registration():
 
 
 def test_spec_checks_its_prompts_and_schema():
-    with pytest.raises(ValueError, match="settings must hold 'name'"):
-        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__], settings={})
+    with pytest.raises(ValueError, match="settings_class"):
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__])
+    with pytest.raises(ValueError, match="settings_class"):
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__],
+                settings_class={"name": (str,)})
     with pytest.raises(ValueError, match="render_turn_prompt"):
-        EnvSpec(name="x", make_suite=_toy_suite, prompts=object(), settings={"name": (str,)})
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=object(), settings_class=ToySettings)
     with pytest.raises(ValueError, match="reward setting 'bonus' is not in its settings"):
         EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__],
-                settings={"name": (str,)}, reward_settings=("bonus",))
+                settings_class=ToySettings, reward_settings=("bonus",))
     assert parse_action("<action>a</action>") == "a" and render_hint(["a"])
 
 
