@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -56,6 +56,7 @@ from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.integrations.fused_head import add_linear_logprobs_head
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
+from sharpo_train.settings.loader import setting
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
                                               response_segment_ids, teacher_pass)
@@ -71,19 +72,16 @@ class SharpoConfig(GRPOConfig):
     """``GRPOConfig`` plus SHARPO's settings: the kernel's coefficients (lam, alpha, tau,
     rho_min, rho_max: ``sharpo_kernels.SharpoCoefficients``, their defaults and help; docs/
     method.md §4), then these (the hint's: sharpo_train/hint.py)."""
-    success_threshold: float = field(default=SUCCESS_THRESHOLD,
-                                     metadata={"help": "A completion succeeds when its reward >= this."})
-    hint_template: str = field(default=HINT_DEFAULTS.template,
-                               metadata={"help": "Hint text; {hint} = the peer's completion."})
-    max_hint_tokens: int = field(default=HINT_DEFAULTS.max_hint_tokens,
-                                 metadata={"help": "Hint budget in tokens (the hint is cut)."})
-    segmenter: str = field(default="tags", metadata={"help": "'tags' (<think>/<action> per turn) or 'completion'."})
-    fused_logprobs: bool = field(default=True, metadata={"help": (
+    success_threshold: float = setting(SUCCESS_THRESHOLD, "A completion succeeds when its reward >= this.")
+    hint_template: str = setting(HINT_DEFAULTS.template, "Hint text; {hint} = the peer's completion.")
+    max_hint_tokens: int = setting(HINT_DEFAULTS.max_hint_tokens, "Hint budget in tokens (the hint is cut).")
+    segmenter: str = setting("tags", "'tags' (<think>/<action> per turn) or 'completion'.")
+    fused_logprobs: bool = setting(True, (
         "Score every log-prob pass (SHARPO's teacher pass, TRL's old-log-prob, loss and reference passes) "
         "with sharpo_kernels.linear_logprobs from the backbone's last hidden states and the head's weight "
         "and bias, never holding the [b, T, V] logits. Used where the model's head is a plain linear layer; "
         "other models keep TRL's head with one log line saying why. False: TRL's head everywhere "
-        "(lam=0 is then GRPOTrainer bit for bit).")})
+        "(lam=0 is then GRPOTrainer bit for bit)."))
 
     def __post_init__(self):
         super().__post_init__()
