@@ -20,12 +20,13 @@ made it, and whether its warm start was the filed one or built there).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from sharpo_train.io import file_sha256
 
 from .grid import RUN_FILES, UNIT_FILE, WARM_FILE, Cell, Unit
 
@@ -39,8 +40,8 @@ def write_json(path: Path, obj) -> None:
 
 
 def machine() -> dict:
-    """What a warm start's bits depend on besides the code (RESULTS.md, "Reproducing a
-    number"): the processor, the instruction set torch dispatches to, and the versions of
+    """What a warm start's bits depend on besides the code (benchmarks/results/machines.md,
+    "Reproducing a number"): the processor, the instruction set torch dispatches to, and the versions of
     the packages that compute. Filed with every unit, so that a refused pairing says why."""
     import platform
     from importlib import metadata
@@ -83,11 +84,7 @@ def code_commit() -> str | None:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)        # sharpo's own (checkpoints record the same digests)
 
 
 @contextmanager

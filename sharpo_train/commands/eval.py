@@ -27,8 +27,10 @@ from ._run_dir_arg import add_run_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval", help="evaluate a run's checkpoint or a model directory",
-                              description=__doc__)
+    from .settings import add_settings_parser
+    # the trainer's settings (eval.*, env.*, model.*): eval loads the trainer's Config
+    p = add_settings_parser(subparsers, "eval", "evaluate a run's checkpoint or a model directory",
+                            __doc__, settings="train")
     src = p.add_mutually_exclusive_group(required=True)
     add_run_dir(src, "--run", help="a run directory (uses RUN/checkpoints/latest) or a "
                                    "`sharpo demo` directory")
@@ -99,10 +101,20 @@ def run(args) -> int:
     from ..io import clean
     from ..outputs import create_exclusive, write_out_json
     from ..recipes.phases import quiet_transformers
+    from ..runs.checkpoint import pinned_checkpoint
 
     cfg, weights, out = plan(args)      # user errors: one line, exit 2 (cli.py)
     quiet_transformers()
-    result = evaluate_checkpoint(Path(weights), cfg)
+    if args.run_dir:       # a training run may rotate the checkpoint out: read a pinned copy
+        from ..analysis.report.records import find_run_dir
+        run_dir = find_run_dir(args.run_dir, "--run-dir")
+        with pinned_checkpoint(run_dir, warn=lambda line: None) as (ckpt, files):  # plan warned
+            if ckpt is None:
+                raise FileNotFoundError(f"--run-dir: {args.run_dir} has no checkpoint "
+                                        f"(checkpoints/latest)")
+            result = evaluate_checkpoint(files / "policy", cfg, label=str(ckpt / "policy"))
+    else:
+        result = evaluate_checkpoint(Path(weights), cfg)
     print(json.dumps(result, indent=1))
     if args.out:
         write_out_json(out, result)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -47,13 +47,16 @@ from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
+from accelerate.utils import is_peft_model
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD, successful_peers
 from sharpo_train.estimators.sharpo_stats import StepStatInputs, lam_zero_stats, step_stats
 from sharpo_train.integrations.chat_templates import enable_tool_calling
+from sharpo_train.integrations.fused_head import add_linear_logprobs_head
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
+from sharpo_train.settings.loader import setting
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
                                               response_segment_ids, teacher_pass)
@@ -69,13 +72,16 @@ class SharpoConfig(GRPOConfig):
     """``GRPOConfig`` plus SHARPO's settings: the kernel's coefficients (lam, alpha, tau,
     rho_min, rho_max: ``sharpo_kernels.SharpoCoefficients``, their defaults and help; docs/
     method.md §4), then these (the hint's: sharpo_train/hint.py)."""
-    success_threshold: float = field(default=SUCCESS_THRESHOLD,
-                                     metadata={"help": "A completion succeeds when its reward >= this."})
-    hint_template: str = field(default=HINT_DEFAULTS.template,
-                               metadata={"help": "Hint text; {hint} = the peer's completion."})
-    max_hint_tokens: int = field(default=HINT_DEFAULTS.max_hint_tokens,
-                                 metadata={"help": "Hint budget in tokens (the hint is cut)."})
-    segmenter: str = field(default="tags", metadata={"help": "'tags' (<think>/<action> per turn) or 'completion'."})
+    success_threshold: float = setting(SUCCESS_THRESHOLD, "A completion succeeds when its reward >= this.")
+    hint_template: str = setting(HINT_DEFAULTS.template, "Hint text; {hint} = the peer's completion.")
+    max_hint_tokens: int = setting(HINT_DEFAULTS.max_hint_tokens, "Hint budget in tokens (the hint is cut).")
+    segmenter: str = setting("tags", "'tags' (<think>/<action> per turn) or 'completion'.")
+    fused_logprobs: bool = setting(True, (
+        "Score every log-prob pass (SHARPO's teacher pass, TRL's old-log-prob, loss and reference passes) "
+        "with sharpo_kernels.linear_logprobs from the backbone's last hidden states and the head's weight "
+        "and bias, never holding the [b, T, V] logits. Used where the model's head is a plain linear layer; "
+        "other models keep TRL's head with one log line saying why. False: TRL's head everywhere "
+        "(lam=0 is then GRPOTrainer bit for bit)."))
 
     def __post_init__(self):
         super().__post_init__()
@@ -92,6 +98,10 @@ def _naming_unknown(init):
     def checked(self, *args, **kwargs):
         known = sorted(f.name for f in dataclasses.fields(type(self)) if f.init)
         for key in kwargs:
+            if key == "use_liger_loss" and key not in known:
+                raise TypeError("SharpoConfig: unknown argument 'use_liger_loss': TRL 1.16's GRPOConfig has no "
+                                "Liger GRPO loss; every log-prob pass already goes through a fused head "
+                                "(fused_logprobs=True: sharpo_kernels.linear_logprobs; docs/integrations.md)")
             if key not in known:
                 raise TypeError(f"SharpoConfig: unknown argument {key!r}"
                                 f"{did_you_mean(key, known)}")
@@ -188,6 +198,22 @@ class SharpoGRPOTrainer(GRPOTrainer):
         self._sharpo_pending: Optional[dict[str, Any]] = None   # a generation batch waiting for its
         self._sharpo_batch: Optional[dict] = None                # loss passes (_compute_loss)
         self.sharpo_last: Optional[dict[str, Any]] = None
+        self._sharpo_entropy = False                              # the current pass's compute_entropy
+        self.sharpo_fused: dict[str, Optional[str]] = {}          # model -> None (fused) or why not
+        if self.args.fused_logprobs:
+            self._sharpo_use_fused_head()
+
+    def _sharpo_use_fused_head(self) -> None:
+        """The policy's (and the reference model's) log-prob passes through linear_logprobs
+        (fused_head.py); TRL patched both heads in its constructor, this wraps them."""
+        models = {"policy": self.model.get_base_model() if is_peft_model(self.model) else self.model}
+        if self.ref_model is not None:
+            models["ref_model"] = self.ref_model
+        for name, model in models.items():
+            def log(reason, name=name):
+                logger.warning(f"sharpo: fused_logprobs: the {name} keeps TRL's log-prob head: {reason}")
+            self.sharpo_fused[name] = add_linear_logprobs_head(
+                model, self.temperature, self.args.cast_lm_head_to_fp32, lambda: self._sharpo_entropy, log)
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *args, **kwargs):
         called = [bool(c and isinstance(c[0], dict) and c[0].get("tool_calls")) for c in completions]
@@ -317,6 +343,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
         return super()._compute_loss(model, inputs)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        # TRL's signature: (..., batch_size=None, compute_entropy=False, ...)
+        self._sharpo_entropy = bool(kwargs.get("compute_entropy", args[1] if len(args) > 1 else False))
         out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                          *args, **kwargs)
         inputs, self._sharpo_batch = self._sharpo_batch, None

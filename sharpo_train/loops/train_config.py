@@ -36,6 +36,7 @@ from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
 from ..models.lora import LORA_HEAD_REASON, LORA_REFUSED_TARGETS, LORA_TARGETS
+from ..settings.describe import schema_of
 from ..settings.loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range,
                                load_settings, need, parse_overrides, read_yaml_layers, setting,
                                validate_settings)
@@ -255,6 +256,11 @@ class LossConfig:
     entropy_coef: float = setting(0.0, "entropy bonus weight (entropy is always logged)")
     policy_loss: str = setting("ppo_clip", "policy loss, a name in step/losses.py "
                                "POLICY_LOSSES")
+    fused: bool = setting(False, "compute the ppo_clip loss (with its KL and entropy terms) "
+                          "and its gradients in one chunked pass over the lm_head "
+                          "(sharpo_kernels.linear_policy_loss, no [N, V] tensor, 3 GEMMs; "
+                          "docs/api.md); unfused when an estimator adds a loss term or with "
+                          "optim.shared_prefix_update")
 
     def validate(self) -> None:
         in_range(self, "clip_ratio", 0, 1, lo_open=True, hi_open=True)
@@ -262,6 +268,8 @@ class LossConfig:
         need(self.agg in AGGREGATIONS, "agg", f"one of {sorted(AGGREGATIONS)}", self.agg)
         need(self.policy_loss in POLICY_LOSSES, "policy_loss", f"one of {sorted(POLICY_LOSSES)}",
              self.policy_loss)
+        need(not self.fused or self.policy_loss == "ppo_clip", "policy_loss",
+             "ppo_clip with fused: true (the fused op computes PPO-clip)", self.policy_loss)
         in_range(self, "kl_coef", 0, 100)
         in_range(self, "entropy_coef", -100, 100)
 
@@ -334,9 +342,9 @@ def check_env(env: dict) -> None:
     need(env["name"] in ENVS, "env.name", f"one of {env_names()}", env["name"])
     spec = get_spec(env["name"])
     check_schema(env, spec.settings, "env.")
-    for key, schema in spec.nested_settings.items():
+    for key, cls in spec.nested_settings.items():
         if isinstance(env.get(key), dict):
-            check_schema(env[key], schema, f"env.{key}.")
+            check_schema(env[key], schema_of(cls), f"env.{key}.")
 
 
 def _env_default() -> dict:
