@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .grid import Cell, arm_slug, parse_cell
-from .stats import boot, load_runs, step_means, train_rows
+from .stats import boot, load_runs, run_rows, step_means
 
 # The declared cells, in the order they are run: the map's eight weak starts and
 # t20-d3-full, cheapest first (an incomplete grid then has the most cells).
@@ -42,9 +42,8 @@ def matched_arm(lr: float) -> str:
 
 
 def mean_update_norm(run_folder: Path):
-    xs = [float(r["update_norm"]) for r in train_rows(Path(run_folder) / "metrics.jsonl")
-          if isinstance(r.get("update_norm"), (int, float))]
-    return sum(xs) / len(xs) if xs else None
+    path = Path(run_folder) / "metrics.jsonl"
+    return step_means(run_rows(path), {"u": "update_norm"}, str(path))["u"]
 
 
 def calibration_norms(results: Path, cell: Cell) -> list:
@@ -79,7 +78,8 @@ def _runs(folder: Path, arm: str, seeds) -> dict:
     runs = load_runs(folder, arm, seeds)
     slug = arm_slug(arm)
     for k, r in runs.items():
-        r["diag"] = step_means(folder / f"{slug}-seed{k}" / "metrics.jsonl", DIAGNOSTICS)
+        path = folder / f"{slug}-seed{k}" / "metrics.jsonl"
+        r["diag"] = step_means(run_rows(path), DIAGNOSTICS, str(path))
     return runs
 
 
