@@ -16,12 +16,15 @@ limit) when it is over any of:
                                (a config file's top-level mapping is level 1)
     MAX_NODES        100,000   nodes (scalars, mappings, sequences), aliases expanded
     MAX_CHARS        1 MiB     characters of scalar text, aliases expanded
+    an integer       4,300     digits (Python's sys.get_int_max_str_digits(): int() of a
+                               longer text raises)
 
 Anchors and aliases themselves stay allowed within these bounds; an alias to a node that is
 still open (a recursive structure) is refused.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_CHARS = 1 << 20
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -69,6 +73,11 @@ class _BoundedLoader(yaml.SafeLoader):
             self._open -= level
         if isinstance(node, yaml.ScalarNode):
             size = (1, len(node.value), 0)
+            digits = len(node.value.lstrip("+-").replace("_", ""))
+            limit = sys.get_int_max_str_digits()
+            if node.tag == INT_TAG and limit and digits > limit:   # int() would raise
+                self._refuse(f"an integer of {digits:,} digits (at most {limit:,})",
+                             event.start_mark)
         else:
             children = node.value if isinstance(node, yaml.SequenceNode) else \
                 [n for pair in node.value for n in pair]

@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import math
 import re
+import sys
 import typing
 from pathlib import Path
 from typing import Any, Union
@@ -53,6 +54,17 @@ _FLOAT_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z|[+-]?\.?(?:
                        re.IGNORECASE)
 _NULLS = ("null", "none", "~")
 _BOOLS = {"true": True, "false": False}
+
+
+def _to_int(text: str, key: str) -> int:
+    """int() of a text _INT_RE matched; ConfigError naming ``key`` past Python's limit on
+    converting digits (sys.get_int_max_str_digits(), 4300: no setting is that large)."""
+    s = text.strip()
+    limit = sys.get_int_max_str_digits()
+    if limit and len(s.lstrip("+-")) > limit:
+        raise ConfigError(f"{key}: an integer of {len(s.lstrip('+-')):,} digits; refused "
+                          f"(at most {limit:,})")
+    return int(s)
 
 
 def _to_float(text: str) -> float:
@@ -98,7 +110,7 @@ def parse_value(text: str, key: str = "value") -> Any:
     if low in _BOOLS:
         return _BOOLS[low]
     if _INT_RE.match(s):
-        return int(s)
+        return _to_int(s, key)
     if _FLOAT_RE.match(s):
         return _to_float(s)
     if s[:1] in ("[", "{"):     # bounded like a config file (bounded_yaml.py)
@@ -183,7 +195,7 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, str) and _INT_RE.match(value.strip()):
-            return int(value.strip())
+            return _to_int(value, key)
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if tp is float:
         try:
