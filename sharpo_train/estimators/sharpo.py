@@ -13,6 +13,7 @@ import torch
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
+from ..errors import ConfigError
 from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, segment_kind_mask
 from ..step.method_rules import lam_zero_stats, sharpo_step_stats
@@ -61,6 +62,23 @@ class SharpoParams(GroupParams):
         bases = base_estimators()
         need(self.base in bases, "base", f"one of {bases} (a base-advantage estimator)",
              self.base)
+
+
+def check_backend(params, device: torch.device) -> None:
+    """ConfigError naming ``estimator.backend`` when the backend chosen for SHARPO's kernel
+    (``params.backend``; None: automatic, always fine) cannot run on the run's ``device``
+    (model.device): ``cuda``/``triton`` on a CPU run. The trainer calls it before the run
+    folder is made; the kernel would otherwise refuse at step 1."""
+    from sharpo_kernels._backend import backend_runs_on
+
+    name = getattr(params, "backend", None)
+    if name is None:
+        return
+    ok, why = backend_runs_on(name, device)
+    if not ok:
+        raise ConfigError(f"estimator.backend: {name!r} cannot run on this run's {device} "
+                          f"tensors (model.device): {why}; set estimator.backend=null "
+                          f"(automatic) or one that runs here")
 
 
 def base_estimators() -> list[str]:
