@@ -119,8 +119,15 @@ def cmd_unit(args) -> int:
     return 0
 
 
+def filed_results(args) -> Path:
+    """--results as a folder to read (report, status): an existing folder, else one line
+    (a typo must not make a folder and report "0 of 16")."""
+    from _inputs import input_dir
+    return input_dir(args.results, "the folder of filed results (--results)")
+
+
 def cmd_status(args) -> int:
-    results = Path(args.results)
+    results = filed_results(args)
     for cell in _cells(args):
         units = grid.cell_units(cell, grid.parse_seeds(args.seeds))
         done = [u for u in units if grid.is_done(u, results)]
@@ -170,7 +177,7 @@ def cmd_sft_data(args) -> int:
 
 def cmd_report(args) -> int:
     from corridor_map.report import write_report
-    path = write_report(Path(args.results), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
+    path = write_report(filed_results(args), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
     print(path.read_text())
     return 0
 
