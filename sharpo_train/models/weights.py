@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import UsageError
+from ..inputs import file_problem
 from ..io import loads_json
 
 
@@ -39,6 +40,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
         raise UsageError(f"{key}: {cfg} sets transformers_weights={explicit!r}; sharpo loads "
                          f"only model.safetensors or model.safetensors.index.json (remove the key)")
     if (path / "model.safetensors").is_file():
+        _readable(path / "model.safetensors", key)
         check_float_tensors(path / "model.safetensors", key)
         return path
     index = path / "model.safetensors.index.json"
@@ -53,6 +55,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
                                  f"files inside {path} are loaded (pickle never)")
             if not (path / name).is_file():
                 raise UsageError(f"{key}: {index} names shard {name}, which is missing")
+            _readable(path / name, key)
             check_float_tensors(path / name, key)
         return path
     pickled = [n for n in _PICKLE_WEIGHTS if (path / n).exists()]
@@ -65,6 +68,14 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
 
 # safetensors dtype codes of floating tensors: a model's weights are one of these.
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+
+
+def _readable(file: Path, key: str) -> None:
+    """UsageError naming ``key`` when ``file`` cannot be read (EACCES said as such:
+    safetensors' loader calls it "No such file or directory")."""
+    why = file_problem(file)
+    if why:
+        raise UsageError(f"{key}: {file}: {why}")
 
 
 def check_float_tensors(file: Path, key: str) -> None:

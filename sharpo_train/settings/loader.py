@@ -202,7 +202,11 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
             if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
-                return _to_float(value)
+                number = _to_float(value)
+                if number == 0 and re.search(r"[1-9]", value.lower().partition("e")[0]):
+                    raise ConfigError(f"{key}: {value.strip()!r} is closer to 0 than the "
+                                      f"smallest float (about 5e-324): it would read as 0.0")
+                return number
         except OverflowError:
             raise ConfigError(f"{key}: {value!r} is out of range") from None
         raise ConfigError(f"{key}: expected a number, got {value!r}")
@@ -392,8 +396,12 @@ def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     parent = (path.parent / base).resolve()
     if parent in _seen or parent == path.resolve():
         raise ConfigError(f"base: {path} inherits from itself through {parent}")
-    if not parent.is_file():
-        raise UsageError(f"base: no such config file {parent} (named in {path})")
+    if not parent.is_file():       # a folder, fifo or device is said as such (inputs.py)
+        from ..inputs import check_input_file
+        try:
+            check_input_file("base", str(parent))
+        except FileNotFoundError:
+            raise UsageError(f"base: no such config file {parent} (named in {path})") from None
     return read_yaml_layers(parent, _seen + (path.resolve(),)) + [data]
 
 
