@@ -30,7 +30,8 @@ def env_rows() -> list:
     """``env.name`` and every environment's own ``env.<key>`` (EnvSpec.settings: type and
     range; the environment supplies the default)."""
     from ..envs.registry import DEFAULT_ENV, env_names, get_spec
-    from ..settings.describe import SettingRow, type_name
+    from ..settings.describe import SettingRow, is_int_type, type_name
+    from ..settings.loader import INT_LIMIT
 
     rows = [SettingRow("env.name", "str", DEFAULT_ENV, f"one of {env_names()}",
                        "the environment; its own env.<key> settings follow")]
@@ -40,6 +41,9 @@ def env_rows() -> list:
             if key == "name":
                 continue
             lo, hi = (entry[1:3] + (None, None))[:2]
+            if is_int_type(entry[0]) and (lo is not None or hi is not None):   # every int is
+                lo = -INT_LIMIT if lo is None else lo                     # within INT_LIMIT
+                hi = INT_LIMIT if hi is None else hi
             rng = "" if lo is None and hi is None else \
                 f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
             rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",

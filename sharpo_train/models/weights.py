@@ -141,6 +141,10 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
     problems = [f"{name}: shape {list(saved)} in the files, {list(want)} in the model"
                 for name, saved, want in sorted(info.get("mismatched_keys") or ())]
     problems += [f"{name}: missing from the files" for name in sorted(info.get("missing_keys") or ())]
+    # a tensor the model has no place for: another model's file, or one edited in (loading
+    # would drop it silently); transformers leaves out the ones a family may carry
+    problems += [f"{name}: in the files, not in this model"
+                 for name in sorted(info.get("unexpected_keys") or ())]
     if problems:
         more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UsageError(f"{_where(key, path)} does not hold this model's weights "

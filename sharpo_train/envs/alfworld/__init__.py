@@ -49,8 +49,9 @@ SETTINGS: dict[str, tuple] = {
     "max_steps": (int, 1, 10000), "workers": (int, 0, 1024), "expert_type": (Optional[str],),
     "seed": (Optional[int], 0, None), "generate": (Optional[dict],), "start_method": (str,),
     "timeout_s": (float, 0.001, 1e6)}
+MAX_GENERATED = 100_000      # games one generation makes (env.generate.n_*, generate --n)
 GENERATE_SETTINGS: dict[str, tuple] = {
-    "n_train": (int, 0, 100000), "n_eval": (int, 0, 100000), "seed": (int, 0, None),
+    "n_train": (int, 0, MAX_GENERATED), "n_eval": (int, 0, MAX_GENERATED), "seed": (int, 0, None),
     "size": (str,), "grammar": (Any,), "families": (list,), "workers": (int, 0, 1024)}
 SETTINGS_HELP = {
     "games_dir": "folder holding json_2.1.1/ (or that folder itself); default $ALFWORLD_DATA",
@@ -136,4 +137,4 @@ def make_suite(env_config: dict) -> EnvSuite:
 __all__ = ["make_suite", "make_pool", "env_kwargs_from_config", "FAMILIES",
            "FAMILY_BY_TASK_TYPE", "discover_games", "task_from_folder", "task_of",
            "resolve_release_dir", "render_turn_prompt", "parse_action", "render_hint",
-           "format_response", "SETTINGS", "GENERATE_SETTINGS"]
+           "format_response", "SETTINGS", "GENERATE_SETTINGS", "MAX_GENERATED"]

@@ -86,3 +86,37 @@ def test_a_checkpoint_file_that_may_not_be_read_is_said_so(done_run, tmp_path, n
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"{name}: Permission denied" in proc.stderr and "No such file" not in proc.stderr
     assert not (tmp_path / "e.json").exists()
+
+
+def test_an_extra_tensor_in_the_weights_is_refused(done_run, tmp_path, capsys):
+    """A tensor the model has no place for was dropped silently (issue 47, LOW)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    model = tmp_path / "model"
+    shutil.copytree(done_run / "checkpoints" / "step_000001" / "policy", model)
+    tensors = load_file(str(model / "model.safetensors"))
+    tensors["extra.weight"] = torch.zeros(3)
+    save_file(tensors, str(model / "model.safetensors"), metadata={"format": "pt"})
+    one_line_error(capsys, ["eval", "--model", str(model), "--config", SMOKE,
+                            "--out", str(tmp_path / "e.json")],
+                   "extra.weight: in the files, not in this model")
+    assert not (tmp_path / "e.json").exists()
+
+
+def test_alfworld_generate_bounds_its_count(tmp_path, capsys):
+    from sharpo_train.cli import main
+    out = tmp_path / "g"
+    with pytest.raises(SystemExit) as e:
+        main(["alfworld", "generate", "--out", str(out), "--n", "99999999999"])
+    assert e.value.code == 2 and not out.exists()
+    assert "--n: expected an int in [1, 100,000], got 99999999999" in capsys.readouterr().err
+
+
+def test_int_settings_show_their_real_upper_bound(capsys):
+    """demo.seed said [0, inf] while values over 2**31-1 are refused (issue 47, LOW)."""
+    from sharpo_train.cli import main
+    assert main(["settings", "--command", "demo", "demo.seed"]) == 0
+    assert "demo.seed (int, default 0, [0, 2147483647])" in capsys.readouterr().out
+    assert main(["settings", "env."]) == 0
+    text = capsys.readouterr().out
+    assert "inf]" not in text and "env.num_train_games (int | null" in text
