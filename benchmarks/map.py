@@ -25,7 +25,10 @@ episodes per held-out task, the format guard on every arm: the runs of
 --cell: turns=20,decisive=5,start=weak[,sft_seed=1] or t20-d5-weak[-sft1].
 --runs: the run folders (default runs/map at the repository root, ignored by git:
         weights and checkpoints, gigabytes; set it to another disk if you like);
---results: the filed results (default benchmarks/results/map, in the repository).
+--results: the filed results (default benchmarks/results/map, in the repository); report
+        and status read it and refuse one that does not exist (a typo makes no folder).
+A refusal (a bad option or file, a unit whose warm start is not the filed one) is one
+line on stderr, exit 2.
 """
 from __future__ import annotations
 
