@@ -180,12 +180,12 @@ def score_batches(paths: Sequence, estimator_cfg, methods: Optional[Sequence[str
             batch.credit_labels = exact(batch.episodes)
         offset = (k + 1) * 1_000_000
         for m in names:
-            est = ESTIMATORS[m]
-            if est.needs_teacher and (batch.teacher_logp is None or batch.has_teacher is None):
+            est, params = ESTIMATORS[m], estimator_cfg.params(m)
+            if est.needs_teacher(params) and (batch.teacher_logp is None or batch.has_teacher is None):
                 skipped[m] = "the saved batches hold no teacher log-probs (a run without teachers)"
                 continue
             try:
-                out = est.fn(batch, estimator_cfg.params(m))
+                out = est.fn(batch, params)
             except (ValueError, KeyError, TypeError) as exc:   # needs a field this run lacks
                 skipped[m] = f"{type(exc).__name__}: {exc}"
                 continue

@@ -20,7 +20,6 @@ import torch
 
 from ..step.batch import StepBatch
 from ..settings.loader import in_range, setting
-from .grpo import episode_advantages
 from .registry import CreditOutput, GroupParams, register_estimator
 
 
@@ -85,7 +84,7 @@ def empg(batch: StepBatch, cfg: EmpgParams) -> CreditOutput:
     """EMPG on the batch's rows (module docstring)."""
     if batch.old_entropy is None:
         raise ValueError("empg: old_entropy (token entropies under theta_old) is required")
-    base = episode_advantages(batch, cfg)[batch.traj_index]
+    base = batch.episode_advantages(cfg)[batch.traj_index]
     H = step_entropy(batch.old_entropy.double(), batch.response_mask)
     adv, g = empg_step_advantages(base.double(), H, next_rows(batch.traj_index, batch.turn),
                                   k=cfg.empg_k, k_future=cfg.empg_k_future, zeta=cfg.empg_zeta)

@@ -19,8 +19,7 @@ import torch
 
 from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, row_turns
-from ..step.method_rules import grouped_normalise
-from .grpo import episode_advantages
+from ..step.group_norm import grouped_normalise
 from .registry import CreditOutput, GroupParams, register_estimator
 
 INITIAL_STATE = "\x00initial"   # anchor key of turn 0 (every rollout of a group starts there)
@@ -98,5 +97,5 @@ def gigpo(batch: StepBatch, cfg: GigpoParams) -> CreditOutput:
     stats = {"gigpo/anchor_groups": int(len(ids)),
              "gigpo/anchor_group_size_mean": float(sizes.mean()) if len(sizes) else nan,
              "gigpo/step_adv_abs_mean": float(a_s.abs().mean()) if len(a_s) else nan}
-    base = episode_advantages(batch, cfg)[e]            # GRPO A_i: the common reference
+    base = batch.episode_advantages(cfg)[e]            # GRPO A_i: the common reference
     return CreditOutput(adv[:, None] * batch.response_mask.float(), base, stats=stats)

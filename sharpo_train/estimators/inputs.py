@@ -6,7 +6,7 @@ L = longest response, N trajectories):
 - ``rewards`` [N] fp32, ``group_of`` [N] int64: terminal reward and group of each
   trajectory; group statistics are over trajectories, not rows (docs/method.md §1).
 - ``healthy`` [N] bool: trajectories not ended by an env fault; the others leave the
-  group statistics and get A = 0 (``episode_advantages``).
+  group statistics and get A = 0 (``StepBatch.episode_advantages``).
 - ``traj_index`` [B] int64: the trajectory of each row.
 - ``response_mask`` [B, L] fp32 0/1, ``segment_ids`` [B, L] int64 (-1: no segment; ids
   0..K-1 per row, docs/method.md §2).
@@ -17,7 +17,7 @@ L = longest response, N trajectories):
 - ``old_entropy`` [B, L] fp32: token entropies under theta_old (``needs_entropy`` only).
 - ``step``: the training step (1, 2, ...), for methods with a schedule.
 - ``episode_adv`` [N] with ``episode_adv_norm`` (norm_std, eps): GRPO's A_i as the
-  trainer computed it (``StepBatch.fill_episode_advantages``); ``grpo.episode_advantages``
+  trainer computed it (``StepBatch.fill_episode_advantages``); ``StepBatch.episode_advantages``
   reads it back.
 - ``credit_labels`` [N][turns]: the environment's exact labels (step/exact_labels.py), for
   the methods registered with ``needs_labels``.

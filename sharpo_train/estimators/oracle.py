@@ -31,7 +31,6 @@ import torch
 
 from ..step.batch import StepBatch
 from ..step.exact_labels import credit_labels, row_labels
-from .grpo import episode_advantages
 from .registry import CreditOutput, GroupParams, register_estimator
 
 PARTS = ("mask", "equal_total", "free_zero", "spare_right", "blame_wrong")
@@ -80,7 +79,7 @@ ORACLE_LABELS = {"oracle": "Oracle: perfect credit",
 def _register(name: str, part: str, doc: str):
     def fn(batch: StepBatch, cfg: GroupParams) -> CreditOutput:
         labels = credit_labels(batch, name)
-        base = episode_advantages(batch, cfg)[batch.traj_index]
+        base = batch.episode_advantages(cfg)[batch.traj_index]
         label = row_labels(batch, labels)
         adv = oracle_token_advantages(base, label, batch.response_mask, batch.traj_index, part)
         kept = adv.abs().sum() / (base.abs()[:, None] * batch.response_mask).sum().clamp_min(1e-12)

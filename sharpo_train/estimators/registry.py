@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import torch
 
@@ -69,7 +69,8 @@ class GroupParams:
 class Estimator:
     fn: Callable[..., CreditOutput]        # fn(batch: StepBatch, params) -> CreditOutput
     params: type = GroupParams             # its parameters dataclass
-    needs_teacher: bool = False            # the trainer fills teacher_logp / has_teacher
+    teacher: Union[bool, Callable[..., bool]] = False   # scores a teacher (or a rule of its
+                                           # params deciding it): ``needs_teacher``
     needs_entropy: bool = False            # the scoring pass fills batch.old_entropy
     knob: Optional[str] = None             # params field set by `name:<value>` in
                                            # `sharpo compare --methods`
@@ -82,6 +83,24 @@ class Estimator:
                                            # name the knob ("sharpo-lam0.2")
     base_advantage: bool = False           # one advantage per row: SHARPO can start from it
                                            # (estimator.base, docs/estimators.md)
+    row_base: Optional[Callable[..., torch.Tensor]] = None   # row_base(batch, params) -> [B]:
+                                           # ``base_advantages``; None: the trajectory's A_i
+
+    def needs_teacher(self, params) -> bool:
+        """Whether a teacher pass runs for this method at ``params`` (its params dataclass,
+        or any object with the fields its rule reads, e.g. TRL's SharpoConfig): the one
+        answer the trainer, TRL, verl and verl-agent ask (SHARPO: lam != 0, docs/method.md
+        §4). The trainer then assigns teachers and fills ``teacher_logp`` / ``has_teacher``."""
+        return bool(self.teacher(params)) if callable(self.teacher) else bool(self.teacher)
+
+    def base_advantages(self, batch, params) -> torch.Tensor:
+        """[B] fp32 each row's base advantage: what a teacher is skipped at when it is 0
+        (``teacher.skip_zero_advantage``, step/teacher.py). ``row_base`` when the method
+        registered one (SHARPO over GiGPO: the row's own step term), else the row's
+        trajectory's GRPO A_i (docs/method.md §1)."""
+        if self.row_base is not None:
+            return self.row_base(batch, params)
+        return batch.episode_advantages(params)[batch.traj_index]
 
     def run_label(self, value: Optional[float]) -> str:
         """How reports name this method run at knob ``value`` (None: the config's value),
@@ -110,17 +129,21 @@ def _default(f: dataclasses.Field):
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
-def register_estimator(name: str, needs_teacher: bool = False, *, params: type = GroupParams,
-                       needs_entropy: bool = False, knob: Optional[str] = None,
-                       group_relative: bool = True, needs_labels: bool = False,
-                       label: Optional[str] = None, knob_label: Optional[str] = None,
-                       base_advantage: bool = False):
+def register_estimator(name: str, needs_teacher: Union[bool, Callable[..., bool]] = False, *,
+                       params: type = GroupParams, needs_entropy: bool = False,
+                       knob: Optional[str] = None, group_relative: bool = True,
+                       needs_labels: bool = False, label: Optional[str] = None,
+                       knob_label: Optional[str] = None, base_advantage: bool = False,
+                       row_base: Optional[Callable[..., torch.Tensor]] = None):
     """Decorator: ``fn(batch: StepBatch, params) -> CreditOutput`` becomes method ``name``.
 
     ``params``: its parameters dataclass (every field with a default; ``validate()``
     optional), normally a subclass of ``GroupParams``; its fields become ``estimator.<field>``
-    keys. ``needs_teacher``: the trainer assigns teachers and fills ``teacher_logp`` /
-    ``has_teacher`` before calling it; ``needs_entropy``: it fills ``old_entropy``;
+    keys. ``needs_teacher``: True, or a rule ``needs_teacher(params) -> bool``: the trainer
+    (and the engine integrations) assign teachers and fill ``teacher_logp`` / ``has_teacher``
+    before calling it when it holds (``Estimator.needs_teacher``); ``row_base(batch,
+    params) -> [B]``: each row's base advantage when it is not the trajectory's A_i
+    (``Estimator.base_advantages``); ``needs_entropy``: it fills ``old_entropy``;
     ``knob``: the params field `sharpo compare --methods name:<value>` sets;
     ``group_relative``: it starts from group-relative A_i (a group of one is refused);
     ``needs_labels``: the trainer puts the environment's exact credit labels on the batch
@@ -135,6 +158,11 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     if name in ESTIMATORS:
         raise ValueError(f"name: method {name!r} is already registered "
                          f"({ESTIMATORS[name].fn.__module__}.{ESTIMATORS[name].fn.__qualname__})")
+    if not (isinstance(needs_teacher, bool) or callable(needs_teacher)):
+        raise TypeError(f"needs_teacher: expected a bool or a function of the params, got "
+                        f"{needs_teacher!r}")
+    if row_base is not None and not callable(row_base):
+        raise TypeError(f"row_base: expected a function (batch, params) -> [B], got {row_base!r}")
     if knob_label is not None and knob is None:
         raise ValueError(f"knob_label: method {name!r} has no knob to label")
     if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
@@ -162,7 +190,8 @@ def register_estimator(name: str, needs_teacher: bool = False, *, params: type =
     def wrap(fn):
         ESTIMATORS[name] = Estimator(fn, params, needs_teacher, needs_entropy, knob,
                                      group_relative, needs_labels, label or name.upper(),
-                                     knob_label, base_advantage=base_advantage)
+                                     knob_label, base_advantage=base_advantage,
+                                     row_base=row_base)
         return fn
     return wrap
 

@@ -24,7 +24,6 @@ import torch
 
 from ..settings.loader import in_range, setting
 from ..step.batch import StepBatch, segment_kind_mask
-from .grpo import episode_advantages
 from .inputs import batch_step, teacher_fields
 from .registry import AuxLoss, CreditOutput, GroupParams, register_estimator
 
@@ -128,7 +127,7 @@ def _gap_stats(prefix: str, delta: torch.Tensor, sel: torch.Tensor) -> dict:
 def _common(batch: StepBatch, cfg, method: str):
     """(teacher [B, L], has_teacher [B], response_mask [B, L], A_i per row [B])."""
     teacher, has = teacher_fields(batch, method)
-    base = episode_advantages(batch, cfg)[batch.traj_index]
+    base = batch.episode_advantages(cfg)[batch.traj_index]
     return teacher, has, batch.response_mask.float(), base
 
 

@@ -13,11 +13,9 @@ import torch
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_kernels.segment_advantage import SEGMENT_ADVANTAGE_BACKENDS
 
-from ..errors import ConfigError
 from ..settings.loader import in_range, need, setting
 from ..step.batch import StepBatch, segment_kind_mask
-from ..step.method_rules import lam_zero_stats, sharpo_step_stats
-from .grpo import episode_advantages
+from .sharpo_stats import lam_zero_stats, sharpo_step_stats
 from .inputs import teacher_fields
 from .registry import ESTIMATORS, CreditOutput, GroupParams, register_estimator
 
@@ -64,23 +62,6 @@ class SharpoParams(GroupParams):
              self.base)
 
 
-def check_backend(params, device: torch.device) -> None:
-    """ConfigError naming ``estimator.backend`` when the backend chosen for SHARPO's kernel
-    (``params.backend``; None: automatic, always fine) cannot run on the run's ``device``
-    (model.device): ``cuda``/``triton`` on a CPU run. The trainer calls it before the run
-    folder is made; the kernel would otherwise refuse at step 1."""
-    from sharpo_kernels._backend import backend_runs_on
-
-    name = getattr(params, "backend", None)
-    if name is None:
-        return
-    ok, why = backend_runs_on(name, device)
-    if not ok:
-        raise ConfigError(f"estimator.backend: {name!r} cannot run on this run's {device} "
-                          f"tensors (model.device): {why}; set estimator.backend=null "
-                          f"(automatic) or one that runs here")
-
-
 def base_estimators() -> list[str]:
     """Registered estimators SHARPO can start from (``base_advantage``)."""
     return [name for name, est in ESTIMATORS.items() if est.base_advantage]
@@ -92,7 +73,7 @@ def base_row_advantages(batch: StepBatch, cfg: SharpoParams) -> tuple[torch.Tens
     advantages [B, L] read at each row's first generated token (0 for a row without
     one), checked equal on every generated token of the row."""
     if cfg.base == "grpo":
-        return episode_advantages(batch, cfg)[batch.traj_index], {}
+        return batch.episode_advantages(cfg)[batch.traj_index], {}
     est = ESTIMATORS.get(cfg.base)
     if est is None or not est.base_advantage:
         raise ValueError(f"estimator.base: expected one of {base_estimators()}, got {cfg.base!r}")
@@ -110,8 +91,20 @@ def base_row_advantages(batch: StepBatch, cfg: SharpoParams) -> tuple[torch.Tens
     return row, out.stats
 
 
-@register_estimator("sharpo", needs_teacher=True, params=SharpoParams, knob="lam",
-                    label="SHARPO", knob_label="λ")
+def needs_teacher(params) -> bool:
+    """SHARPO scores a teacher unless lam = 0, where it is its base exactly (docs/method.md
+    §4: the multiplier (1 - lam) + lam * rho * w is 1). ``params``: anything with ``lam``
+    (SharpoParams, TRL's SharpoConfig, verl's ``algorithm.sharpo`` coefficients)."""
+    return params.lam != 0
+
+
+def row_base(batch: StepBatch, cfg: SharpoParams) -> torch.Tensor:
+    """[B] each row's A_i from ``cfg.base`` (``base_row_advantages`` without its stats)."""
+    return base_row_advantages(batch, cfg)[0]
+
+
+@register_estimator("sharpo", needs_teacher=needs_teacher, params=SharpoParams, knob="lam",
+                    label="SHARPO", knob_label="λ", row_base=row_base)
 def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
     """docs/method.md §4 via ``sharpo_kernels.segment_advantage``; mbar per trajectory
     (traj_index); A_i per row from ``cfg.base`` (lam = 0: the base exactly)."""
@@ -135,7 +128,7 @@ def sharpo(batch: StepBatch, cfg: SharpoParams) -> CreditOutput:
         first = seg
         seg = weigh(silence_raising_segments(teacher, student, batch.segment_ids, base,
                                              first.gap))._replace(gap=first.gap)
-    stats = lam_zero_stats() if cfg.lam == 0 else sharpo_step_stats(  # lam = 0: no teacher scored
+    stats = lam_zero_stats() if not needs_teacher(cfg) else sharpo_step_stats(   # none scored
         seg, base, has_teacher, alpha=cfg.alpha, tau=cfg.tau, traj_index=batch.traj_index)
     return CreditOutput(seg.advantages, base, seg, {**base_stats, **stats})
 

@@ -10,12 +10,15 @@
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
+- ``teacher_pass``: whether a step scores a teacher, SHARPO's own rule
+  (``Estimator.needs_teacher``, estimators/sharpo.py), asked by verl, verl-agent and TRL.
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) is
-the trainer's too: sharpo_train/step/method_rules.py.
+the trainer's too: sharpo_train/step/teacher_rule.py.
 """
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Optional, Sequence
 
 import torch
@@ -23,7 +26,16 @@ import torch
 from sharpo_kernels import SharpoCoefficients
 from sharpo_train.hint import (HINT_SEPARATOR, HINT_TEMPLATE, apply_template, check_max_hint_tokens,
                                check_template, cut_hint_ids)
+from sharpo_train.estimators import ESTIMATORS
 from sharpo_train.step.segments import find_spans, segment_ids
+
+
+def teacher_pass(settings) -> bool:
+    """Whether SHARPO scores a teacher at ``settings`` (TRL's SharpoConfig, verl's
+    ``algorithm.sharpo.*`` dict or SharpoCoefficients): the estimator's own answer
+    (``ESTIMATORS["sharpo"].needs_teacher``; lam = 0 is the base exactly, docs/method.md §4)."""
+    params = SimpleNamespace(**settings) if isinstance(settings, dict) else settings
+    return ESTIMATORS["sharpo"].needs_teacher(params)
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:

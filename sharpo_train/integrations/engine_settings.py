@@ -28,7 +28,7 @@ from sharpo_train.checks import check_int, is_int
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import check_sharpo_settings
-from sharpo_train.step.method_rules import SUCCESS_THRESHOLD
+from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD
 
 SECTION = "sharpo"
 # algorithm.sharpo.*: the kernel's coefficients (sharpo_kernels.SharpoCoefficients), then the

@@ -7,7 +7,7 @@ everything TRL does and, after it, replaces the [B] advantages by SHARPO's [B, T
 
 1. success of a completion: its weighted total reward >= ``success_threshold``;
 2. per group of ``num_generations`` completions, the peer rule of
-   ``credit.successful_peers`` (step/method_rules.py: the first other success in the group); the
+   ``successful_peers`` (step/teacher_rule.py: the first other success in the group); the
    peer's completion (for a multi-turn episode its whole text, tool results included) is
    the hint;
 3. one no-grad pass of the current (= old, before this step's update) policy scores each
@@ -53,13 +53,14 @@ from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
-from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, StepStatInputs, lam_zero_stats, step_stats, successful_peers
+from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD, successful_peers
+from sharpo_train.estimators.sharpo_stats import StepStatInputs, lam_zero_stats, step_stats
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
-                                              response_segment_ids)
+                                              response_segment_ids, teacher_pass)
 
 logger = logging.get_logger(__name__)
 
@@ -208,7 +209,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
 
     def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
         cover = self._metrics["train"].get("sharpo/teacher_coverage") if self.model.training else None
-        if cover and self.args.lam > 0 and not any(cover) and self.accelerator.is_main_process:
+        if cover and teacher_pass(self.args) and not any(cover) and self.accelerator.is_main_process:
             logger.warning(
                 f"sharpo: no completion had a teacher in the last {len(cover)} step(s) (sharpo/teacher_coverage "
                 f"0): no completion's reward reached success_threshold={self.args.success_threshold}, so "
@@ -251,7 +252,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         prompts = [out["prompt_ids"][b][out["prompt_mask"][b].bool()].tolist() for b in range(B)]
         tok = self._tokenizer
         teacher_prompts: list[Optional[list[int]]] = [None] * B
-        if a.lam > 0:                         # lam = 0: A_i everywhere, no teacher pass (§4)
+        if teacher_pass(a):                   # lam = 0: A_i everywhere, no teacher pass (§4)
             for b in range(B):
                 if peers[b] is not None:
                     hint = peer_text(tok, comp[peers[b]])
@@ -262,7 +263,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         student = out.get("old_per_token_logps")
         # TRL skips the old-log-prob pass when old == current policy (its on-policy default):
         # the student log-probs are then its loss pass's own, read there (_compute_loss)
-        defer = student is None and a.lam > 0
+        defer = student is None and teacher_pass(a)
         t_ids = t_attn = None
         with torch.no_grad():
             if student is None:               # lam = 0 or deferred: never read here
@@ -362,10 +363,10 @@ class SharpoGRPOTrainer(GRPOTrainer):
                             lead=self._sharpo_lead, template=a.hint_template)
 
     def _sharpo_log(self, res, base: torch.Tensor, has_teacher: torch.Tensor) -> None:
-        """The trainer's ``sharpo/*`` dashboard (``credit.step_stats``; one completion = one
+        """The trainer's ``sharpo/*`` dashboard (``step_stats``, estimators/sharpo_stats.py; one completion = one
         trajectory) over every process's completions of the step, into TRL's metrics."""
         m = self._metrics["train"]
-        if self.args.lam == 0:                # SHARPO is GRPO exactly; nothing scored (§4)
+        if not teacher_pass(self.args):       # SHARPO is GRPO exactly; nothing scored (§4)
             for key, value in lam_zero_stats().items():
                 m[key].append(float(value))
             return

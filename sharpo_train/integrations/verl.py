@@ -35,9 +35,10 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 
 from sharpo_kernels import SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.step.method_rules import SUCCESS_THRESHOLD, lam_zero_stats, sharpo_step_stats, successful_peers
+from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD, successful_peers
+from sharpo_train.estimators.sharpo_stats import lam_zero_stats, sharpo_step_stats
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
-from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad, response_segment_ids
+from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad, response_segment_ids, teacher_pass
 # algorithm.sharpo.* (DEFAULTS) and their checks, verl-free (engine_settings.py)
 from sharpo_train.integrations.engine_settings import DEFAULTS, check_config, sharpo_settings  # noqa: F401
 
@@ -142,7 +143,7 @@ def compute_sharpo_advantage(data: DataProto, coefficients: SharpoCoefficients =
                             response_mask=b["response_mask"], traj_index=traj_index, **coefficients.kwargs())
     data.batch["advantages"] = seg.advantages
     data.batch["returns"] = seg.advantages.clone()
-    data.meta_info["sharpo_metrics"] = lam_zero_stats() if coefficients.lam == 0 else sharpo_step_stats(
+    data.meta_info["sharpo_metrics"] = lam_zero_stats() if not teacher_pass(coefficients) else sharpo_step_stats(
         seg, base, has_teacher, alpha=coefficients.alpha, tau=coefficients.tau, traj_index=traj_index)
     return data
 
@@ -184,7 +185,7 @@ def build_teacher_batch(tokenizer, prompts: Sequence[Sequence[int]], responses: 
     """Teacher rows for a per-step batch (one row per environment step, unpadded ids).
 
     ``rewards[r]`` is row r's episode reward. Each episode's peer follows
-    ``credit.successful_peers`` (step/method_rules.py) over episodes; its hint is ``peer_hint_text`` of the peer's
+    ``successful_peers`` (step/teacher_rule.py) over episodes; its hint is ``peer_hint_text`` of the peer's
     rows in batch order. Row r's teacher prompt = its prompt with the hint inserted at the
     end of the last user message (``common.insert_hint``: at most ``max_hint_tokens``,
     total prompt <= ``max_prompt_length``, the hint cut, never the task). Rows without a
@@ -297,7 +298,7 @@ class SharpoTrainerMixin:
         uid, traj_uid = keys_to_uids(keys)
         data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"] = uid, traj_uid
 
-        if cfg["lam"] == 0.0:      # SHARPO's base exactly: no teacher batch, no teacher pass (§4)
+        if not teacher_pass(cfg):  # SHARPO's base exactly: no teacher batch, no teacher pass (§4)
             has_teacher = torch.zeros(len(keys), dtype=torch.bool)
             data.batch["teacher_log_probs"] = data.batch["old_log_probs"].clone()
             data.batch["sharpo_has_teacher"] = has_teacher

@@ -52,7 +52,8 @@ from sharpo_train.envs.turn_prompt import parse_action
 from sharpo_train.hint import render_lines
 from sharpo_train.integrations.engine_settings import AGENT_KEYS, BASES, _get, agent_settings, check_config  # noqa: F401
 from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages
-from sharpo_train.step.method_rules import lam_zero_stats, sharpo_step_stats
+from sharpo_train.integrations.common import teacher_pass
+from sharpo_train.estimators.sharpo_stats import lam_zero_stats, sharpo_step_stats
 
 ROW_KEY = "sharpo_row"
 _NEEDS_TENSORS = ("prompts", "responses", "attention_mask", "response_mask", "token_level_rewards",
@@ -227,7 +228,7 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
                "sharpo/penalty_mean": float(penalty.mean()) if len(first) else 0.0,
                "sharpo/base_abs_mean": float(base.abs().mean()) if len(first) else 0.0}
 
-    if cfg["lam"] == 0.0:                       # the base exactly: no teacher to score
+    if not teacher_pass(cfg):                   # the base exactly: no teacher to score
         if base_name == "episode_grpo":
             adv = (base + penalty)[:, None] * resp_mask.float()
             b["advantages"], b["returns"] = adv[back_t], adv[back_t].clone()

@@ -395,7 +395,7 @@ class Config:
         need(exact or not getattr(est, "needs_labels", False), "method",
              f"a method that needs no exact credit labels with env.name "
              f"{self.env['name']!r} (it has none; {self.method!r} reads them)", self.method)
-        need(not self.teacher.oracle or (exact and est.needs_teacher), "teacher.oracle",
+        need(not self.teacher.oracle or (exact and bool(est.teacher)), "teacher.oracle",
              f"false unless the method scores a teacher and the environment has exact credit "
              f"labels (method {self.method!r}, env.name {self.env['name']!r})",
              self.teacher.oracle)

@@ -36,15 +36,13 @@ from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint,
                                restore_optimizer, restore_scheduler, save_checkpoint)
 from .resume import check_resume
 from .train_config import Config, save_config
-from ..step.method_rules import teacher_coverage
-from ..analysis.credit_auc import LABELLER_COUNTS, step_credit_quality
-from ..analysis.rescoring import save_batch
+from ..step.teacher_rule import teacher_coverage
 from ..runs.credit_record import credit_record, write_credit
 from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
-from ..estimators import ESTIMATORS, CreditOutput
-from ..estimators.sharpo import base_row_advantages, check_backend
+from ..estimators.registry import ESTIMATORS, CreditOutput
+from ..estimators.device_check import check_backend
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -61,6 +59,7 @@ from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
 from ..runs.run_lock import RunLock
 from ..step.exact_labels import perfect_teacher_logp
+from ..step.hooks import STEP_HOOKS
 from ..step.scoring import ScoreStats, tree_logprobs
 from ..step.teacher import (TeacherRows, assign_teachers, render_hints, scatter_teacher_logp,
                             teacher_rows, turn_hints)
@@ -189,7 +188,10 @@ class Trainer:
         except BaseException:
             self.pool.close()
             raise
-        self.labeller = None          # the env's plan_labels labeller, made on first use
+        # after-step hooks registered by other rooms (step/hooks.py; credit quality, saved
+        # batches: analysis/step_hooks.py), closed with the run
+        self.hooks = [h for make in STEP_HOOKS.values()
+                      if (h := make(cfg, self.spec, self.run_dir)) is not None]
         self._said_truncated = False  # the all-episodes-truncated line (once per run)
 
     def _build_model(self, ckpt: Path | None) -> None:
@@ -258,9 +260,8 @@ class Trainer:
                                                      credit, self.tokenizer))
         rec = self.metrics(step, batch, credit, upd, scored, (t0, t1, t2, t3))
         rec.update(logp_mismatch(batch) if len(batch) else {})    # engine vs trainer log-probs
-        labels = self.credit_quality(batch, credit, rec, seed) if cfg.log.credit_quality else None
-        if cfg.log.save_batches and step % cfg.log.save_batches == 0:
-            save_batch(self.run_dir, step, batch, method=cfg.method, labels=labels)
+        for hook in self.hooks:                                   # credit quality, saved batches
+            hook(step, batch, credit, rec, seed)
         return rec
 
     def _say_if_all_truncated(self, step: int, episodes: list) -> None:
@@ -273,21 +274,6 @@ class Trainer:
         print(f"sharpo train: step {step}: all {len(episodes)} episodes were cut at rollout.max_turns="
               f"{r.max_turns} before env {self.cfg.env['name']!r} ended them (reward 0, nothing to "
               f"learn); raise rollout.max_turns (metric episodes_truncated)", file=sys.stderr, flush=True)
-
-    def credit_quality(self, batch: StepBatch, credit: CreditOutput, rec: dict, seed: int):
-        """The environment's labels of the step's actions (EnvSpec.plan_labels) and the
-        method's credit AUC into ``rec`` (analysis/credit_auc.py, docs/credit_quality.md);
-        returns the labels [N][turns]."""
-        t = time.perf_counter()
-        if self.labeller is None:
-            self.labeller = self.spec.load("plan_labels")()
-        before = dict(self.labeller.stats)
-        labels = self.labeller.label_episodes(batch.episodes)
-        rec.update(step_credit_quality(batch, credit.advantages, labels, seed=seed))
-        st = self.labeller.stats
-        rec.update({f"credit_quality/{k}": st[k] - before[k] for k in LABELLER_COUNTS if k in st})
-        rec["time/credit_quality"] = time.perf_counter() - t
-        return labels
 
     def rollout(self, tasks: list) -> list:
         """``group_size`` episodes of every task with the current policy (step/rollout.py)."""
@@ -303,7 +289,7 @@ class Trainer:
         """With theta_old and no gradient, fill the scoring fields of ``batch``: A_i per
         episode, the teachers, the log-probs of every row and teacher row, the reference's.
         Returns the step's counters."""
-        batch.fill_episode_advantages(norm_std=self.params.norm_std, eps=self.params.eps)  # [N] A_i
+        batch.fill_episode_advantages(self.params)                        # [N] A_i
         teachers = self.teachers(batch, rng)                              # peers -> hints -> rows
         seqs = batch.sequences() + teachers.sequences                     # students, teachers
         counts = batch.response_lengths() + teachers.num_scored
@@ -320,19 +306,17 @@ class Trainer:
         its hint (``batch.hints``; hint.py, cut by ``teacher.hint_scope``) and the teacher
         rows: prompt + hint | the row's response (step/teacher.py)."""
         cfg, n = self.cfg, batch.num_episodes
-        # SHARPO at lam = 0 is its base exactly (docs/method.md §4): no teacher to score
-        needs = self.estimator.needs_teacher and getattr(self.params, "lam", None) != 0
+        needs = self.estimator.needs_teacher(self.params)   # the method's own rule
         batch.teacher_of = (assign_teachers(batch.episodes, cfg.teacher.choice, rng)
                             if needs else [None] * n)
         hint = cfg.teacher.hint_settings()
         batch.hints = render_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
         row_hint = (turn_hints(self.prompts, batch.episodes, batch.teacher_of, hint)
                     if hint.scope == SCOPE_TO_TURN else None)
-        # SHARPO over another base (GiGPO): skip_zero_advantage reads each row's own base
-        # advantage, whose step term may be non-zero where the episode's GRPO A_i is 0
-        row_adv = (base_row_advantages(batch, self.params)[0]
-                   if needs and cfg.teacher.skip_zero_advantage and
-                   getattr(self.params, "base", "grpo") != "grpo" else None)
+        # skip_zero_advantage reads each row's own base advantage (SHARPO over GiGPO: its
+        # step term may be non-zero where the episode's GRPO A_i is 0)
+        row_adv = (self.estimator.base_advantages(batch, self.params)
+                   if needs and cfg.teacher.skip_zero_advantage else None)
         return teacher_rows(self.tokenizer, batch, batch.hints, batch.episode_adv,
                             max_prompt_tokens=cfg.teacher.max_prompt_tokens,
                             skip_zero_advantage=cfg.teacher.skip_zero_advantage,
@@ -511,8 +495,8 @@ class Trainer:
                 logger.close()
             self.pool.close()
             self.engine.close()
-            if self.labeller is not None:
-                self.labeller.close()
+            for hook in self.hooks:
+                hook.close()
             torch.set_num_threads(threads)
             self.lock.release()
         return self.run_dir

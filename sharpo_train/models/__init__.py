@@ -6,9 +6,8 @@ the fp32 master-weight optimizer, device and autocast.
     policy.py     build_policy, what trains        lora.py     LoRA adapters (peft)
     optimizer.py  AdamW with fp32 master weights   device.py   device and autocast
 
-May import: the root modules (errors, io) and assets/, never settings/ (loops/train_config.py
-reads the LoRA target names from lora.py). Inside: policy.py imports the others; lora.py
-imports only named.py and tiny.py (no cycle).
+Inside: policy.py imports the others; lora.py imports only named.py and tiny.py (no
+cycle).
 """
 from typing import Any
 

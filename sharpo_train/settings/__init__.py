@@ -2,5 +2,5 @@
 with ``base:``, ``key=value`` overrides, range checks) and bounded YAML input. Each
 command's own settings live beside it (the trainer's ``Config``: loops/train_config.py).
 
-May import: the root modules. Importing it needs no torch.
+Importing it needs no torch.
 """

@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from .method_rules import group_advantages
+from .group_norm import grouped_normalise
 from .rollout import Episode
 from .segments import segment_ids as span_ids
 
@@ -53,6 +53,9 @@ class StepBatch:
                                               # (EnvSpec.exact_labels; read by the oracle
                                               # estimators and teacher.oracle, estimators/
                                               # oracle.py); None: the env has none
+    plan_labels: Optional[list] = None        # [N][turns] the env's planner labels of the
+                                              # actions (the credit_quality step hook,
+                                              # analysis/step_hooks.py); None: not labelled
     # filled by scoring
     episode_adv: Optional[torch.Tensor] = None  # [N] fp32 GRPO A_i (0 for faulted episodes)
     episode_adv_norm: Optional[tuple] = None  # (norm_std, eps) episode_adv was computed with
@@ -95,20 +98,23 @@ class StepBatch:
         """[B] episode index of each row (``traj_index`` as a list)."""
         return self.traj_index.tolist()
 
-    def episode_advantages(self, *, norm_std: bool, eps: float) -> torch.Tensor:
-        """[N] GRPO A_i of every episode (docs/method.md §1, ``credit.group_advantages``),
-        env-faulted ones left out (A = 0): ``episode_adv`` when it was computed with the
-        same (norm_std, eps), else computed now (not stored)."""
-        if self.episode_adv is not None and self.episode_adv_norm == (norm_std, eps):
+    def episode_advantages(self, params) -> torch.Tensor:
+        """[N] GRPO A_i of every episode (docs/method.md §1: ``grouped_normalise`` of the
+        rewards over each group with ``params.norm_std`` / ``params.eps``, an estimator's
+        ``GroupParams``), env-faulted ones left out (A = 0): ``episode_adv`` when it was
+        computed with the same (norm_std, eps), else computed now (not stored). The one
+        A_i of every estimator."""
+        norm = (params.norm_std, params.eps)
+        if self.episode_adv is not None and self.episode_adv_norm == norm:
             return self.episode_adv
-        return group_advantages(self.rewards, self.group_of, norm_std=norm_std, eps=eps,
-                                valid=self.healthy)
+        return grouped_normalise(self.rewards.float(), self.group_of, std=norm[0], eps=norm[1],
+                                 valid=self.healthy)
 
-    def fill_episode_advantages(self, *, norm_std: bool, eps: float) -> torch.Tensor:
+    def fill_episode_advantages(self, params) -> torch.Tensor:
         """Set ``episode_adv`` [N] and ``episode_adv_norm`` (the trainer, before teachers
         and credit; the estimators read them back through ``episode_advantages``)."""
-        self.episode_adv = self.episode_advantages(norm_std=norm_std, eps=eps)
-        self.episode_adv_norm = (norm_std, eps)
+        self.episode_adv = self.episode_advantages(params)
+        self.episode_adv_norm = (params.norm_std, params.eps)
         return self.episode_adv
 
     def sequences(self) -> list[list[int]]:

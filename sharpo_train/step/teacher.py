@@ -49,7 +49,7 @@ from typing import Optional
 import torch
 
 from .. import hint as H
-from .method_rules import successful_peers
+from .teacher_rule import successful_peers
 from ..envs.turn_prompt import TASK_LINE_PREFIX
 from .rollout import Episode, chat_prompt_ids
 
@@ -57,8 +57,8 @@ from .rollout import Episode, chat_prompt_ids
 def assign_teachers(episodes: list[Episode], choice: str = "random",
                     rng: Optional[random.Random] = None) -> list[Optional[int]]:
     """teacher_of[e] = index (into ``episodes``) of the peer whose trajectory is the hint
-    for episode e, or None (no teacher): ``credit.successful_peers`` over the episodes'
-    groups and successes, env-faulted episodes left out."""
+    for episode e, or None (no teacher): ``successful_peers`` (step/teacher_rule.py) over
+    the episodes' groups and successes, env-faulted episodes left out."""
     return successful_peers([ep.group for ep in episodes], [ep.success for ep in episodes],
                             choice=choice, rng=rng, valid=[ep.error is None for ep in episodes])
 

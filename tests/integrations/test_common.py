@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sharpo_train.hint import MIN_HINT_TOKENS, TRUNCATION_MARK
-from sharpo_train.step.method_rules import successful_peers
+from sharpo_train.step.teacher_rule import successful_peers
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad
 
 

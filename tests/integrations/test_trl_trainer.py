@@ -43,7 +43,7 @@ def test_single_turn_train(tmp_path):
             else:
                 assert set(seg) == {0}                          # no tags: the whole completion
     logged = [h for h in trainer.state.log_history if "sharpo/teacher_coverage" in h]
-    from sharpo_train.step.method_rules import StepStatInputs, step_stats    # the trainer's dashboard keys
+    from sharpo_train.estimators.sharpo_stats import StepStatInputs, step_stats    # the trainer's dashboard keys
     keys = step_stats(StepStatInputs(*(torch.zeros(0),) * 3, torch.zeros(0, dtype=torch.bool)),
                       alpha=0.5, tau=1.0).keys()
     assert len(logged) == 3 and all(keys <= h.keys() for h in logged)

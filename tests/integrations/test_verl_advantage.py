@@ -108,7 +108,7 @@ def test_defaults_and_step_metrics_are_the_trainers():
     import inspect
 
     from sharpo_kernels import SHARPO_DEFAULTS, segment_advantage
-    from sharpo_train.step.method_rules import sharpo_step_stats
+    from sharpo_train.estimators.sharpo_stats import sharpo_step_stats
     from sharpo_train.integrations.verl import DEFAULTS, compute_sharpo_advantage
 
     assert inspect.signature(compute_sharpo_advantage).parameters["coefficients"].default is SHARPO_DEFAULTS

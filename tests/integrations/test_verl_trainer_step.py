@@ -187,7 +187,7 @@ def test_one_step_advantages_equal_the_reference(monkeypatch):
     torch.testing.assert_close(adv.double(), ref, rtol=1e-4, atol=1e-5)
     for b, v in enumerate(got["old_log_probs"].unbind(0)):
         torch.testing.assert_close(v, old[b, :len(v)], rtol=1e-4, atol=1e-5)
-    from sharpo_train.step.method_rules import teacher_coverage      # episodes with a teacher row
+    from sharpo_train.step.teacher_rule import teacher_coverage      # episodes with a teacher row
     assert abs(metrics["sharpo/teacher_coverage"] - teacher_coverage(has, torch.tensor(ep_of))) < 1e-6
 
 

@@ -6,7 +6,7 @@
   the per-seed differences, its bootstrap interval over seeds, the sign test);
 * credit quality (runs with ``log.credit_quality``): the per-token and the per-segment-sum
   credit AUC pooled over every step and seed, each step weighted by its pairs
-  (credit_quality.py, docs/credit_quality.md);
+  (analysis/credit_auc.py, docs/credit_quality.md);
 * the time each method took (its RL phases, evaluation included).
 """
 from __future__ import annotations

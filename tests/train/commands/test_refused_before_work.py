@@ -23,7 +23,8 @@ def test_a_gpu_backend_on_a_cpu_run_is_refused_before_the_run_folder(
 
 def test_a_backend_that_runs_here_is_accepted():
     import torch
-    from sharpo_train.estimators.sharpo import SharpoParams, check_backend
+    from sharpo_train.estimators.device_check import check_backend
+    from sharpo_train.estimators.sharpo import SharpoParams
     check_backend(SharpoParams(backend="torch"), torch.device("cpu"))
     check_backend(SharpoParams(backend=None), torch.device("cpu"))
 

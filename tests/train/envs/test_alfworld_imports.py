@@ -3,7 +3,7 @@ imports included) and one definition of the task families."""
 from pathlib import Path
 
 import sharpo_train.envs.alfworld as alf
-from train.import_graph import assert_acyclic, sibling_graph
+from import_graph import assert_acyclic, sibling_graph
 
 PKG = Path(alf.__file__).parent
 

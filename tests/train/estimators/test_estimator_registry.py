@@ -13,7 +13,6 @@ from sharpo_train.loops.train_config import load_config
 from sharpo_train.settings.loader import in_range, load_settings
 from sharpo_train.estimators import (ESTIMATORS, CreditOutput, EstimatorConfig, GroupParams,
                                      register_estimator)
-from sharpo_train.estimators.grpo import episode_advantages
 from sharpo_train.estimators.sharpo import SharpoParams
 from sharpo_train.estimators.gigpo import GigpoParams
 from sharpo_train.estimators.self_distill import RlsdParams
@@ -125,7 +124,7 @@ def test_registering_with_params_adds_validated_keys(registered):
 
     @registered("scaled_t", params=ScaledParams, knob="scaled_factor")
     def scaled(batch, params):
-        base = episode_advantages(batch, params)[batch.traj_index]
+        base = batch.episode_advantages(params)[batch.traj_index]
         return CreditOutput(params.scaled_factor * base[:, None] * batch.response_mask, base)
 
     cfg = load_config(None, ["method=scaled_t", "env.name=synthetic"])
@@ -172,10 +171,23 @@ def test_estimators_reuse_the_trainers_episode_advantages():
                       traj_index=torch.tensor([0, 1, 2, 3]), response_mask=torch.ones(4, 3),
                       segment_ids=torch.zeros(4, 3, dtype=torch.long), old_logp=torch.zeros(4, 3))
     p = GroupParams()
-    a = batch.fill_episode_advantages(norm_std=p.norm_std, eps=p.eps)
+    a = batch.fill_episode_advantages(p)
     assert batch.episode_adv is a and batch.episode_adv_norm == (p.norm_std, p.eps)
     batch.episode_adv = a * 0 + 7.0                        # what the trainer stored is read
     out = ESTIMATORS["grpo"].fn(batch, p)
     assert torch.all(out.base == 7.0)
     other = GroupParams(norm_std=False)                    # other params: computed afresh
     assert not torch.all(ESTIMATORS["grpo"].fn(batch, other).base == 7.0)
+
+
+def test_the_teacher_rule_and_row_base_are_the_estimators_own(registered):
+    """``needs_teacher`` may be a rule of the params; ``row_base`` gives each row's base
+    advantage (else the trajectory's A_i); anything else is refused naming the argument."""
+    est = ESTIMATORS["sharpo"]
+    assert est.needs_teacher(SharpoParams(lam=0.2)) and not est.needs_teacher(SharpoParams(lam=0.0))
+    assert not ESTIMATORS["grpo"].needs_teacher(GroupParams())
+    with pytest.raises(TypeError, match="needs_teacher"):
+        registered("bad_teacher_t", needs_teacher="yes")(lambda b, p: None)
+    with pytest.raises(TypeError, match="row_base"):
+        registered("bad_base_t", row_base=3)(lambda b, p: None)
+    assert "bad_teacher_t" not in ESTIMATORS and "bad_base_t" not in ESTIMATORS

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sharpo_train.step.batch import StepBatch
-from sharpo_train.step.method_rules import group_advantages
+from sharpo_train.step.group_norm import grouped_normalise
 from sharpo_train.estimators import ESTIMATORS, EstimatorConfig, register_estimator
 from sharpo_train.step.losses import AGGREGATIONS, aggregate, kl_low_var, ppo_clip_loss, token_weights
 
@@ -13,7 +13,7 @@ from sharpo_train.step.losses import AGGREGATIONS, aggregate, kl_low_var, ppo_cl
 def test_group_advantages_match_the_formula():
     r = torch.tensor([1., 0., 0., 1., 1., 0.5, 0.5, 0.5])
     g = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2])
-    a = group_advantages(r, g, norm_std=True, eps=1e-6)
+    a = grouped_normalise(r.float(), g, std=True, eps=1e-6)
     g0 = r[:4]
     want0 = (g0 - g0.mean()) / (g0.std() + 1e-6)
     g1 = r[4:7]
@@ -21,9 +21,9 @@ def test_group_advantages_match_the_formula():
     torch.testing.assert_close(a[:4], want0)
     torch.testing.assert_close(a[4:7], want1)
     assert a[7] == 0                                  # a group of one has no signal
-    b = group_advantages(r, g, norm_std=False)        # Dr. GRPO: centred only
+    b = grouped_normalise(r.float(), g, std=False)        # Dr. GRPO: centred only
     torch.testing.assert_close(b[:4], g0 - g0.mean())
-    assert torch.all(group_advantages(torch.ones(4), torch.zeros(4, dtype=torch.long)) == 0)
+    assert torch.all(grouped_normalise(torch.ones(4), torch.zeros(4, dtype=torch.long)) == 0)
 
 
 def make_batch(with_teacher=True):
@@ -49,17 +49,18 @@ def make_batch(with_teacher=True):
 def test_grpo_broadcasts_a_i_over_generated_tokens_only():
     batch = make_batch(False)
     out = ESTIMATORS["grpo"].fn(batch, EstimatorConfig())
-    a = group_advantages(batch.rewards, batch.group_of)
+    a = grouped_normalise(batch.rewards.float(), batch.group_of)
     torch.testing.assert_close(out.advantages, a[batch.traj_index][:, None] * batch.response_mask)
-    assert not ESTIMATORS["grpo"].needs_teacher
+    assert not ESTIMATORS["grpo"].needs_teacher(EstimatorConfig())
 
 
 def test_sharpo_matches_spec_by_hand():
     batch = make_batch(True)
     cfg = EstimatorConfig(lam=0.2, alpha=0.5, tau=1.0, rho_min=0.25, rho_max=4.0)
     out = ESTIMATORS["sharpo"].fn(batch, cfg)
-    assert ESTIMATORS["sharpo"].needs_teacher
-    a = group_advantages(batch.rewards, batch.group_of)
+    assert ESTIMATORS["sharpo"].needs_teacher(cfg)
+    assert not ESTIMATORS["sharpo"].needs_teacher(EstimatorConfig(lam=0.0))   # §4: the base exactly
+    a = grouped_normalise(batch.rewards.float(), batch.group_of)
     delta = batch.teacher_logp - batch.old_logp
     # trajectory 0 (rows 0, 1): segments of lengths 2, 2 | 2 -> mbar = 2; trajectory 1: 3, 2
     expect = a[batch.traj_index][:, None] * batch.response_mask
@@ -81,7 +82,7 @@ def test_sharpo_matches_spec_by_hand():
 def test_sharpo_sign_follows_a_i():
     batch = make_batch(True)
     out = ESTIMATORS["sharpo"].fn(batch, EstimatorConfig())
-    a = group_advantages(batch.rewards, batch.group_of)[batch.traj_index]
+    a = grouped_normalise(batch.rewards.float(), batch.group_of)[batch.traj_index]
     m = batch.response_mask.bool()
     assert torch.all(torch.sign(out.advantages[m]) == torch.sign(a[:, None].expand_as(m)[m]))
 
@@ -170,14 +171,13 @@ def test_env_faulted_episodes_leave_the_group_statistics_and_the_rows():
     """docs/training.md: an env fault is not a reward-0 failure. Faulted episodes give no
     rows and A = 0, the group statistics are over the healthy episodes only, and a group
     left with fewer than 2 healthy episodes has A = 0."""
-    from sharpo_train.estimators.grpo import episode_advantages
     eps, faults = faulted_batch()
     batch = StepBatch.from_episodes(eps)
     assert batch.env_fault.tolist() == [e in faults for e in range(8)]
     assert set(batch.traj_index.tolist()) == {0, 1, 3, 4}          # no rows of faulted ones
     assert len(batch) == 4 and batch.response_ids[2] == eps[3].turns[0].response_ids
     cfg = EstimatorConfig()
-    a = episode_advantages(batch, cfg)
+    a = batch.episode_advantages(cfg)
     healthy = torch.tensor([1.0, 0.0, 1.0])                          # group 0 without episode 2
     want = (healthy - healthy.mean()) / (healthy.std() + cfg.eps)
     torch.testing.assert_close(a[[0, 1, 3]], want)
@@ -186,7 +186,7 @@ def test_env_faulted_episodes_leave_the_group_statistics_and_the_rows():
     out = ESTIMATORS["grpo"].fn(batch, cfg)
     torch.testing.assert_close(out.base, a[batch.traj_index])
     # counting the faulted episodes as reward-0 failures would give other values
-    b = group_advantages(batch.rewards, batch.group_of)
+    b = grouped_normalise(batch.rewards.float(), batch.group_of)
     assert b[4] != 0 and not torch.allclose(b[[0, 1, 3]], want)
 
 

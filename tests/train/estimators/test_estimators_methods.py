@@ -11,7 +11,7 @@ from sharpo_train.step.batch import StepBatch
 from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
 from sharpo_train.envs.base import Task
-from sharpo_train.step.method_rules import group_advantages, grouped_normalise
+from sharpo_train.step.group_norm import grouped_normalise
 from sharpo_train.estimators import ESTIMATORS
 from sharpo_train.step.batch import segment_kind_mask
 from sharpo_train.estimators.empg import empg_step_advantages, next_rows, step_entropy
@@ -68,7 +68,7 @@ def test_gigpo_by_hand_mean_norm():
     close(out.advantages.double(), want[:, None].float().double() * batch.response_mask.double(),
           1e-6)
     # the reference base is GRPO's A_i for every method
-    close(out.base, group_advantages(batch.rewards, batch.group_of)[batch.traj_index], 1e-7)
+    close(out.base, grouped_normalise(batch.rewards.float(), batch.group_of)[batch.traj_index], 1e-7)
     assert out.stats["gigpo/anchor_groups"] == 2
     # omega = 0: the episode term alone
     out0 = ESTIMATORS["gigpo"].fn(batch, EstimatorConfig(gigpo_gamma=0.5, gigpo_step_weight=0.0))
@@ -195,13 +195,13 @@ def teacher_batch(step=1):
 def test_rlsd_and_serl_estimators_by_hand():
     b = teacher_batch(step=10)
     cfg = EstimatorConfig(rlsd_lam=0.5, rlsd_warmdown_steps=50, rlsd_clip_eps=0.2)
-    A = group_advantages(b.rewards, b.group_of)[b.traj_index].double()
+    A = grouped_normalise(b.rewards.float(), b.group_of)[b.traj_index].double()
     lam = 0.5 * (1 - 10 / 50)
     delta = (b.teacher_logp - b.old_logp).double()
     action = segment_kind_mask(b, "action", "test")
     for name in ("rlsd", "serl"):
         out = ESTIMATORS[name].fn(b, cfg)
-        assert ESTIMATORS[name].needs_teacher
+        assert ESTIMATORS[name].needs_teacher(cfg)
         assert out.stats[f"{name}/lambda"] == pytest.approx(lam)
         for r in range(len(b)):
             for t in range(b.width):
@@ -233,7 +233,7 @@ def test_opsd_by_hand_and_rows_without_teacher():
     close(adv, [[0.5 + 0.05, 0.5 - 0.1], [-1.0 - 0.1, 0.0], [0.0, 0.0]])
     b = teacher_batch()
     out = ESTIMATORS["opsd"].fn(b, EstimatorConfig(opsd_coef=0.25))
-    A = group_advantages(b.rewards, b.group_of)[b.traj_index]
+    A = grouped_normalise(b.rewards.float(), b.group_of)[b.traj_index]
     want = (A[:, None] + 0.25 * b.has_teacher[:, None] * (b.teacher_logp - b.old_logp)) * b.response_mask
     close(out.advantages.double(), want.double(), 1e-6)
 
@@ -294,7 +294,7 @@ def test_sdar_loss_term_value_and_gradient_by_hand():
 def test_sdar_estimator_keeps_grpo_and_hands_the_loss_to_the_update():
     b = teacher_batch()
     out = ESTIMATORS["sdar"].fn(b, EstimatorConfig(sdar_coef=0.01, sdar_beta=5.0))
-    A = group_advantages(b.rewards, b.group_of)[b.traj_index]
+    A = grouped_normalise(b.rewards.float(), b.group_of)[b.traj_index]
     close(out.advantages.double(), (A[:, None] * b.response_mask).double(), 1e-7)
     aux = out.aux_loss
     assert aux.name == "sdar_distill" and aux.coef == 0.01 and aux.params == {"beta": 5.0}
@@ -349,10 +349,10 @@ def test_empg_estimator_uses_the_step_entropy_and_the_next_turn():
     b.old_entropy = torch.rand(len(b), b.width, generator=g) * b.response_mask
     cfg = EstimatorConfig(empg_k=1.0, empg_k_future=1.0, empg_zeta=0.1)
     out = ESTIMATORS["empg"].fn(b, cfg)
-    assert ESTIMATORS["empg"].needs_entropy and not ESTIMATORS["empg"].needs_teacher
+    assert ESTIMATORS["empg"].needs_entropy and not ESTIMATORS["empg"].needs_teacher(cfg)
     H = step_entropy(b.old_entropy.double(), b.response_mask)
     close(H[1], b.old_entropy[1, :2].double().mean(), 1e-7)
-    A = group_advantages(b.rewards, b.group_of)[b.traj_index].double()
+    A = grouped_normalise(b.rewards.float(), b.group_of)[b.traj_index].double()
     want, _ = empg_step_advantages(A, H, next_rows(b.traj_index, b.turn), k=1.0, k_future=1.0,
                                    zeta=0.1)
     close(out.advantages.double(), want[:, None] * b.response_mask.double(), 1e-6)
@@ -369,7 +369,8 @@ def test_every_method_is_registered_with_its_needs():
             "sdar": (True, False), "empg": (False, True)}
     for name, (teacher, entropy) in need.items():
         est = ESTIMATORS[name]
-        assert (est.needs_teacher, est.needs_entropy) == (teacher, entropy), name
+        params = est.params()
+        assert (est.needs_teacher(params), est.needs_entropy) == (teacher, entropy), name
         assert load_config(None, [f"method={name}"]).method == name
 
 

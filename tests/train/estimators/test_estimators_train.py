@@ -49,7 +49,8 @@ def test_every_method_trains_through_the_cli(tmp_path, warm_policy, method):
 
 from sharpo_train.estimators import ESTIMATORS  # noqa: E402
 
-ESTIMATOR_NEEDS_TEACHER = {m: ESTIMATORS[m].needs_teacher for m in METHOD_KEYS}
+ESTIMATOR_NEEDS_TEACHER = {m: ESTIMATORS[m].needs_teacher(ESTIMATORS[m].params())
+                          for m in METHOD_KEYS}
 
 
 def sdar_update(coef: float, micro: int):

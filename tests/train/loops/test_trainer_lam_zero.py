@@ -1,7 +1,7 @@
 """SHARPO at lam = 0 costs what GRPO costs in the trainer (``method=sharpo``,
 sharpo_train/loops/trainer.py): no teacher assigned, built or scored, so the scoring pass
 runs exactly the student sequences GRPO runs (counted at ``tree_logprobs``), the advantages
-are GRPO's, and the dashboard says coverage 0, weight 1 (``credit.lam_zero_stats``)."""
+are GRPO's, and the dashboard says coverage 0, weight 1 (``estimators/sharpo_stats.py: lam_zero_stats``)."""
 import pytest
 import torch
 

@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 from sharpo_train.models import named, optimizer, policy, tiny, tokenizer, weights
-from train.import_graph import assert_acyclic, sibling_graph
+from import_graph import assert_acyclic, sibling_graph
 
 
 def test_one_module_per_job_and_no_import_cycle():

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS, SharpoCoefficients, segment_advantage
-from sharpo_train.step.method_rules import (StepStatInputs, sharpo_step_stats, step_stats,
-                                 teacher_coverage)
+from sharpo_train.estimators.sharpo_stats import StepStatInputs, sharpo_step_stats, step_stats
+from sharpo_train.step.teacher_rule import teacher_coverage
 from sharpo_train.estimators import ESTIMATORS, register_estimator
 from sharpo_train.estimators.sharpo import SharpoParams
 from sharpo_train.step.batch import StepBatch

@@ -14,12 +14,11 @@ from sharpo_train.step.batch import StepBatch
 from sharpo_train.errors import ConfigError
 from sharpo_train.loops.train_config import load_config
 from sharpo_train.estimators import EstimatorConfig
-from sharpo_train.step.method_rules import scored_segments
+from sharpo_train.estimators.sharpo_stats import scored_segments
 from sharpo_train.analysis.credit_auc import TIE_TOLERANCE, Segments, credit_auc, action_credit, step_credit_quality
 from sharpo_train.analysis.rescoring import PROFILE_CLASSES, load_batch, results_table, save_batch, score_batches, weight_profile
 from sharpo_train.envs.base import Task
 from sharpo_train.estimators import ESTIMATORS
-from sharpo_train.estimators.grpo import episode_advantages
 from sharpo_train.step.rollout import Episode, Turn
 from sharpo_train.step.segments import Span
 
@@ -130,7 +129,7 @@ def make_batch(seed=0, teacher=True):
                                      f"obs {t}", spans))
             eps.append(ep)
     batch = StepBatch.from_episodes(eps)
-    batch.episode_adv = episode_advantages(batch, EstimatorConfig())
+    batch.episode_adv = batch.episode_advantages(EstimatorConfig())
     gen = torch.Generator().manual_seed(seed)
     B, L = len(batch), batch.width
     batch.old_logp = -torch.rand(B, L, generator=gen) * batch.response_mask

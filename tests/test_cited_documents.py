@@ -4,7 +4,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 # docs/<file>.md, and bare upper-case names such as RESULTS.md or README.md
 CITED = re.compile(r"(?<![\w/.-])(docs/[\w/.-]+\.md|[A-Z][A-Z_0-9]*\.md)\b")
 SOURCES = {".py", ".md", ".cpp", ".cu", ".h", ".txt", ".toml", ".yaml", ".yml"}
