@@ -8,6 +8,9 @@ Shape: the Qwen2.5-0.5B head, N = 2048 tokens, H = 896, V = 151936, fp32 (CPU).
                       the same with LinearCrossEntropyOptions() ("torch_lce_chunked")
                       sharpo linear_logprobs, cpu backend     ("sharpo")
     linear, forward under no_grad (scoring): the same four
+    linear, frozen head (hidden needs a gradient, the head does not: LoRA), fwd+bwd at
+        N = 512 (SHARPO_BENCH_FROZEN_N), naive vs sharpo paired (its two-matmul path,
+        sharpo_kernels/logprobs/linear_frozen.py); issue 45's CPU target: <= 1.0x naive
     token,  fwd+bwd and no_grad forward from given logits: log_softmax+gather vs sharpo
 
 Time: pytest-benchmark, `benchmark.pedantic` with a few rounds (SHARPO_BENCH_ROUNDS,
@@ -44,16 +47,17 @@ def read_settings() -> tuple:
     output it may write: benchmarks/_inputs.py); InputError naming the variable."""
     n, h, v = env_ints("SHARPO_BENCH_SHAPE", "2048,896,151936", 3)
     (rounds,), (pairs,) = env_ints("SHARPO_BENCH_ROUNDS", "2", 1), env_ints("SHARPO_BENCH_PAIRS", "5", 1)
+    (frozen_n,) = env_ints("SHARPO_BENCH_FROZEN_N", "512", 1)
     out = os.environ.get("SHARPO_BENCH_OUT")
     if out is not None:
         check_output(out, "SHARPO_BENCH_OUT", starts_with("machine: "))
         check_output(out + ".rows", "SHARPO_BENCH_OUT", lambda p: True)   # appended to
-    return n, h, v, rounds, pairs
+    return n, h, v, rounds, pairs, frozen_n
 
 
 # SHARPO_BENCH_SHAPE="N,H,V" shrinks the problem for a quick check of the harness.
 try:
-    N, H, V, ROUNDS, PAIRS = read_settings()
+    N, H, V, ROUNDS, PAIRS, FROZEN_N = read_settings()
     _BAD = None
 except InputError as exc:
     _BAD = str(exc)
@@ -74,17 +78,18 @@ SKIP = set() if os.environ.get("SHARPO_BENCH_ALL") else {("torch_lce_chunked", F
 # cases: module-level functions, also run by benchmarks/_memory.py in a fresh process
 # ---------------------------------------------------------------------------------------
 
-def make_linear(n=N, h=H, v=V, case="sharpo", grad=True, seed=0, warm=True):
+def make_linear(n=N, h=H, v=V, case="sharpo", grad=True, seed=0, warm=True, frozen=False):
+    """frozen: the head takes no gradient (only hidden does), as under LoRA."""
     gen = torch.Generator().manual_seed(seed)
     inputs = {
         "hidden": torch.randn(n, h, generator=gen),
         "weight": torch.randn(v, h, generator=gen) * 0.03,   # logits of std ~ 0.9
         "labels": torch.randint(0, v, (n,), generator=gen),
-        "g": torch.randn(n, generator=gen),
-        "case": case, "grad": grad,
+        "g": torch.randn(n, generator=gen),                  # a per-token upstream gradient
+        "case": case, "grad": grad, "frozen": frozen,
     }
     if warm:  # thread pools, MKL, lazy imports: on a tiny problem of the same path
-        run_linear(make_linear(64, h, 1000, case, grad, seed, warm=False))
+        run_linear(make_linear(64, h, 1000, case, grad, seed, warm=False, frozen=frozen))
     return inputs
 
 
@@ -112,11 +117,12 @@ def run_linear(inp):
         return logp.numel() * logp.element_size()
     hidden.grad = weight.grad = None
     hidden.requires_grad_()
-    weight.requires_grad_()
+    weight.requires_grad_(not inp.get("frozen"))
     logp = _linear_logp(inp["case"], hidden, weight, labels)
     logp.backward(inp["g"])
     inp["out"] = logp.detach()
-    return sum(t.numel() * t.element_size() for t in (logp, hidden.grad, weight.grad))
+    return sum(t.numel() * t.element_size() for t in (logp, hidden.grad, weight.grad)
+               if t is not None)
 
 
 def make_token(n=N, v=V, case="sharpo", grad=True, seed=0, warm=True):
@@ -216,13 +222,13 @@ def test_token_logprobs_qwen_vocab(benchmark, case, grad):
     _check_same(suite, case, out)
 
 
-def test_linear_fwd_bwd_paired(benchmark):
+def _paired(benchmark, group: str, label: str, **make_kwargs):
     """naive and sharpo fwd+bwd alternated in one process, PAIRS pairs, the order swapped
     every pair: a slow spell of a shared machine hits both sides of a pair, so the median of
     the per-pair ratios is steadier than a ratio of two separately taken minima."""
     import statistics
     import time
-    sides = {c: make_linear(case=c, grad=True) for c in ("naive", "sharpo")}
+    sides = {c: make_linear(case=c, grad=True, **make_kwargs) for c in ("naive", "sharpo")}
     times = {"naive": [], "sharpo": []}
     order = [0]
 
@@ -234,14 +240,16 @@ def test_linear_fwd_bwd_paired(benchmark):
             run_linear(sides[c])
             times[c].append(time.perf_counter() - t0)
 
-    benchmark.group = f"linear N={N} H={H} V={V} fp32 fwd+bwd, paired"
+    benchmark.group = group
     benchmark.pedantic(pair, rounds=PAIRS, iterations=1, warmup_rounds=0)
     torch.testing.assert_close(sides["sharpo"]["out"], sides["naive"]["out"],
                                rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(sides["sharpo"]["hidden"].grad, sides["naive"]["hidden"].grad,
+                               rtol=1e-4, atol=1e-5)
     ratios = [b / a for a, b in zip(times["naive"], times["sharpo"])]
     benchmark.extra_info.update(naive_s=times["naive"], sharpo_s=times["sharpo"],
                                 ratios=ratios)
-    line = (f"paired fwd+bwd, {len(ratios)} pairs: sharpo/naive median "
+    line = (f"{label}, {len(ratios)} pairs: sharpo/naive median "
             f"{statistics.median(ratios):.3f} (per pair: "
             + ", ".join(f"{r:.3f}" for r in ratios)
             + f"); min {min(times['sharpo']):.2f} s / {min(times['naive']):.2f} s = "
@@ -254,6 +262,17 @@ def test_linear_fwd_bwd_paired(benchmark):
     if out_path:
         with open(out_path + ".rows", "a") as f:
             f.write(line + "\n")
+
+
+def test_linear_fwd_bwd_paired(benchmark):
+    _paired(benchmark, f"linear N={N} H={H} V={V} fp32 fwd+bwd, paired", "paired fwd+bwd")
+
+
+def test_linear_frozen_head_paired(benchmark):
+    """The frozen head (LoRA): naive torch with the same frozen head against sharpo's
+    two-matmul path, paired, with a per-token upstream gradient (issue 45's CPU row)."""
+    _paired(benchmark, f"linear frozen head N={FROZEN_N} H={H} V={V} fp32 fwd+bwd, paired",
+            f"paired frozen-head fwd+bwd N={FROZEN_N}", n=FROZEN_N, frozen=True)
 
 
 def _row(suite, case, r) -> str:

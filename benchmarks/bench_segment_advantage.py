@@ -7,8 +7,19 @@ bandwidth. Times are compared as ratios within this process; memory as peak RSS 
 
 A module fixture prints the summary at the end (ratios, GB/s, peak bytes); results go to
 benchmarks/results/segment_advantage.md.
+
+Also (issue 44): launches and host reads per call of every backend (counted with a
+TorchDispatchMode, sharpo_kernels/dispatch_count.py; on a GPU each op is about one launch
+and each read a synchronisation), µs per call, GB/s and the ratio to the memory floor
+(the bytes a call must move over the triad bandwidth) at B=256 L=4096, at a latency shape
+B=8 L=512 and, for cpp only, at a large RL batch B=4096 L=8192 (the torch reference needs
+several GB of temporaries and seconds per call there; gpu_segment.py times it on a GPU);
+and cpp with one thread against its default thread count while a busy process competes
+for the cores.
 """
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -16,17 +27,31 @@ import torch
 
 import sharpo_kernels as sk
 from sharpo_kernels import SHARPO_DEFAULTS as D, _backend
+from sharpo_kernels.dispatch_count import count_dispatch
 from sharpo_kernels.testing import random_batch
 
 B, L, SEGMENTS = 256, 4096, (36, 44)
+LATENCY, LARGE = (8, 512), (4096, 8192)
 RESULTS = {}       # name -> seconds (min over rounds)
+DEFAULT_THREADS = torch.get_num_threads()
+HAS_CPP = _backend.backend_runs_on("cpp", torch.device("cpu"))[0]
+needs_cpp = pytest.mark.skipif(not HAS_CPP, reason="native module not built")
+
+
+def _batch(b, l):
+    out = random_batch(b, l, segments=SEGMENTS, seed=0)
+    out["traj_index"] = None
+    return out
 
 
 @pytest.fixture(scope="module")
 def batch():
-    b = random_batch(B, L, segments=SEGMENTS, seed=0)
-    b["traj_index"] = None
-    return b
+    return _batch(B, L)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _batch(*LATENCY)
 
 
 def python_loop(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
@@ -87,6 +112,58 @@ def test_torch(benchmark, batch):
 def test_python_loop(benchmark, batch):
     benchmark.pedantic(python_loop, kwargs=batch, rounds=2, iterations=1)
     _record(benchmark, "python_loop")
+
+
+@needs_cpp
+def test_cpp_latency(benchmark, small):
+    benchmark(sk.segment_advantage, **small, backend="cpp")
+    _record(benchmark, "cpp latency")
+
+
+def test_torch_latency(benchmark, small):
+    benchmark(sk.segment_advantage, **small, backend="torch")
+    _record(benchmark, "torch latency")
+
+
+@needs_cpp
+def test_cpp_large(benchmark):
+    big = _batch(*LARGE)
+    benchmark.pedantic(sk.segment_advantage, kwargs=dict(**big, backend="cpp"), rounds=5,
+                       warmup_rounds=1)
+    _record(benchmark, "cpp large")
+
+
+def _min_time(fn, rounds=30) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@needs_cpp
+def test_cpp_threads_under_load(benchmark, batch):
+    """cpp with one thread, then with the default thread count, each alone and while one
+    busy process competes for the cores (issue 44: no slower than 1.5x one thread). The
+    benchmark table's row is the last case: default threads under load."""
+    call = lambda: sk.segment_advantage(**batch, backend="cpp")  # noqa: E731
+    for load in (False, True):
+        busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load else None)
+        try:
+            for threads in (1, DEFAULT_THREADS):
+                torch.set_num_threads(threads)
+                try:
+                    call()
+                    RESULTS[f"cpp threads={threads} load={int(load)}"] = _min_time(call)
+                    if load and threads == DEFAULT_THREADS:
+                        benchmark.pedantic(call, rounds=10, warmup_rounds=1)
+                finally:
+                    torch.set_num_threads(DEFAULT_THREADS)
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
 
 
 N_TRIAD = 64 * 1024 * 1024     # fp32 elements per array: 256 MiB each, far beyond cache
@@ -154,6 +231,26 @@ def _summary(batch) -> str:
         lines.append(f"cpp at {moved / RESULTS['cpp'] / 1e9 / triad_gbs * 100:.0f}% of triad bandwidth "
                      f"(bound {moved / triad_gbs / 1e9 * 1e3:.2f} ms)")
     lines.append(f"python_loop / torch = {RESULTS.get('python_loop', float('nan')) / RESULTS['torch']:.1f}x")
+    lines.append("per call: µs, GB/s, time / memory floor (bytes over triad bandwidth)")
+    for name, (b, l) in (("cpp", (B, L)), ("torch", (B, L)), ("cpp latency", LATENCY),
+                         ("torch latency", LATENCY), ("cpp large", LARGE)):
+        if name in RESULTS:
+            t, nbytes = RESULTS[name], b * l * per_token
+            lines.append(f"  {name:14s} B={b:5d} L={l:5d} {t * 1e6:11.1f} µs "
+                         f"{nbytes / t / 1e9:6.2f} GB/s  {t / (nbytes / triad_gbs / 1e9):5.2f}x floor")
+    for load in (0, 1):
+        one = RESULTS.get(f"cpp threads=1 load={load}")
+        dflt = RESULTS.get(f"cpp threads={DEFAULT_THREADS} load={load}")
+        if one and dflt:
+            lines.append(f"cpp {'with a busy process' if load else 'alone':20s}: 1 thread "
+                         f"{one * 1e3:.2f} ms, {DEFAULT_THREADS} threads {dflt * 1e3:.2f} ms "
+                         f"({dflt / one:.2f}x the 1-thread time)")
+    lines.append(f"launches / host reads per call (B={LATENCY[0]} L={LATENCY[1]}; on a GPU "
+                 f"each is a kernel launch / a synchronisation; native calls not counted):")
+    small = _batch(*LATENCY)
+    for name in _backend.usable_backends(torch.device("cpu"), ("torch", "cpp", "triton")):
+        c = count_dispatch(sk.segment_advantage, **small, backend=name)
+        lines.append(f"  {name:7s} {c.launches:4d} launching ops, {c.host_reads} host reads")
     for name in ("cpp", "torch"):
         if name == "cpp" and "cpp" not in RESULTS:
             continue

@@ -35,12 +35,31 @@ SELECTED = (
     "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
+    "linear_bwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0 filter=1",
     "linear_fwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=1 b=0",
     "linear_bwd float32 N=8192 V=151936 H=4096 bias=0 entropy=0 h=1 w=0 b=0",
-    "segment_sums bfloat16 B=64 L=8192 mask=1",
-    "segment_apply B=64 L=8192 mask=1",
+    "segment_advantage bfloat16 B=256 L=4096 mask=1",
+    "segment_advantage float32 B=256 L=4096 mask=0",
+    "segment_scan bfloat16 B=256 L=4096 mask=1",
+    "segment_finish B=256 L=4096 mask=1",
 )
+
+
+# linear_logprobs' matmuls of 2 N V H FLOPs per path (docs/gpu_kernels.md), beside the rows
+# above: the tensor-core floor of a path is its count times one matmul's (10.3 ms on an
+# H200 at N=8192, H=4096, V=151936, bf16: 2 N V H / 989 TFLOP/s).
+GEMMS_PER_PATH = """
+linear_logprobs, matmuls of 2 N V H per path (triton backend; naive torch beside it):
+
+| path | forward | backward | total | naive torch | floor, H200, N=8192 H=4096 V=151936 bf16 |
+|---|---|---|---|---|---|
+| scoring (no grad) | 1 (`linear_fwd`) | - | 1 | 1 | 10.3 ms |
+| trainable head | 1 | 3 (`linear_bwd` recompute, cuBLAS grad_W, grad_h) | 4 | 3 | 41.2 ms |
+| frozen head, entropy with a gradient (general path) | 1 | 2 (recompute, grad_h) | 3 | 2 | 30.9 ms |
+| frozen head (`linear_frozen.py`: cuBLAS logits and exp(d) @ W per chunk) | 2 | 0 (g * J) | 2 | 2 | 20.6 ms |
+| `grad_filter`, kept share k of the vocabulary blocks | 1 | 1 + 2k | 2 + 2k | 3 | (20.6 + 20.6 k) ms |
+"""
 
 
 def _fmt_ms(x):
@@ -107,7 +126,7 @@ def main(argv=None) -> int:
     md = (f"Compiled facts, not timings: triton {triton.__version__}, compiled for sm_90 "
           f"(H200 model) and sm_80 (A100 model) without a GPU; `python "
           f"benchmarks/compiled_facts.py{' --all' if args.all else ''}` "
-          f"({time.time() - t0:.0f} s).\n\n" + table(rows) + "\n")
+          f"({time.time() - t0:.0f} s).\n\n" + table(rows) + "\n" + GEMMS_PER_PATH)
     print(md)
     if args.out:
         with open(args.out, "w") as fh:

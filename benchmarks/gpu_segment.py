@@ -6,11 +6,16 @@
    was built with nvcc) against the "torch" backend on the same device, on fresh random
    batches of odd shapes (fp32 and bf16 log-probs, rows without a teacher, zero
    advantages, masked tokens, trajectories spread over rows): advantages, gap, weight,
-   length factor and segment counts, NaN where the reference has NaN.
-2. Timing: median of `triton.testing.do_bench` at B=256, L=4096, about 40 segments a row
-   (the shape of benchmarks/RESULTS.md's CPU table), per backend, with the achieved
-   bandwidth over the bytes the call must touch (its inputs read once, the [B, L]
-   advantages written once) against the device's datasheet bandwidth.
+   length factor and segment counts, NaN where the reference has NaN; and one batch per
+   broken data rule raises torch's message word for word (`check_errors`).
+2. Timing: median of `triton.testing.do_bench` per backend at B=256 L=4096 (about 40
+   segments a row, the shape of the CPU table), a large RL batch B=4096 L=8192 and a
+   latency case B=8 L=512: µs per call, the achieved bandwidth over the bytes the call must
+   touch (its inputs read once, the [B, L] advantages written once), and the time over the
+   memory floor (those bytes at the datasheet bandwidth); launches and host reads per call
+   (sharpo_kernels/dispatch_count.py: torch ops and Triton launches; the native cuda
+   backend's own launches are not seen); and the triton call captured in a CUDA graph
+   (max_segments=64, check="deferred") and replayed.
 
 Without CUDA it says so and exits with status 0; `check_backends` also runs on the CPU
 (tests/kernels/test_gpu_segment_script.py).
@@ -70,6 +75,53 @@ def check_backends(device, backends=None, seed: int = 0) -> list:
     return out
 
 
+def _break(batch: dict, rule: str) -> dict:
+    """A copy of `batch` with one data rule broken (checks.py), in row 1."""
+    b = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    ids = b["segment_ids"]
+    first = int((ids[1] >= 0).nonzero()[0, 0]) if bool((ids[1] >= 0).any()) else 0
+    if rule == "nan teacher":
+        b["has_teacher"][1] = True
+        ids[1, first] = max(int(ids[1, first]), 0) if first else 0
+        b["response_mask"][1, first] = True
+        b["teacher_logp"][1, first] = float("nan")
+    elif rule == "id below -1":
+        ids[1, 3] = -5
+    elif rule == "advantage inf":
+        b["advantages"][1] = float("inf")
+    else:   # "empty segment": every position of row 1 masked
+        ids[1, :2] = 0
+        b["response_mask"][1] = False
+    return b
+
+
+ERROR_RULES = ("nan teacher", "id below -1", "advantage inf", "empty segment")
+
+
+def check_errors(device, backends=None, seed: int = 0) -> list:
+    """[(rule, backend, message, ok)]: a batch with one broken rule raises the torch
+    backend's ValueError, word for word, on every other backend (the single-pass kernels
+    report it through their error word)."""
+    if backends is None:
+        backends = [b for b in _backend.usable_backends(device, SEGMENT_ADVANTAGE_BACKENDS)
+                    if b != "torch"]
+    base = batch_on(device, 6, 97, (1, 5), torch.float32, None, seed)
+    out = []
+    for rule in ERROR_RULES:
+        bad = _break(base, rule)
+        msgs = {}
+        for name in ["torch", *backends]:
+            try:
+                sk.segment_advantage(**bad, backend=name)
+                msgs[name] = "no error"
+            except ValueError as e:
+                msgs[name] = str(e)
+        for name in backends:
+            out.append((rule, name, msgs[name],
+                        msgs[name] == msgs["torch"] and msgs[name] != "no error"))
+    return out
+
+
 def touched_bytes(batch: dict) -> int:
     """Bytes a call must move at least: every input tensor read once, the fp32 [B, L]
     advantages written once."""
@@ -97,6 +149,54 @@ def profile_backends(dev, path: str, calls: int = 10) -> None:
             f.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=25) + "\n\n")
 
 
+SHAPES = ((256, 4096), (4096, 8192), (8, 512))
+
+
+def time_backends(dev, do_bench, peaks) -> list:
+    """Markdown rows: per shape and backend, counts per call, median µs, GB/s, time / floor;
+    then the triton call replayed from a CUDA graph."""
+    from sharpo_kernels.dispatch_count import count_dispatch
+    rows = []
+    for B, L in SHAPES:
+        batch = batch_on(dev, B, L, (30, 50), torch.float32, None, seed=0)
+        nbytes = touched_bytes(batch)
+        floor_us = nbytes / peaks[0] / 1e3 if peaks else None    # peaks[0]: GB/s
+        for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+            call = lambda b=b: sk.segment_advantage(**batch, backend=b)  # noqa: E731
+            call()
+            c = count_dispatch(call)
+            us = 1e3 * do_bench(call, warmup=10, rep=100, return_mode="median")
+            rows.append(f"| B={B} L={L} | {b} | {c.launches} | {c.host_reads} | {us:.1f} | "
+                        f"{nbytes / us / 1e3:.0f} | "
+                        f"{'?' if floor_us is None else f'{us / floor_us:.1f}x'} |")
+        if "triton" in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
+            us = graph_replay_us(batch, do_bench)
+            rows.append(f"| B={B} L={L} | triton, CUDA graph replay | 0 | 0 | {us:.1f} | "
+                        f"{nbytes / us / 1e3:.0f} | "
+                        f"{'?' if floor_us is None else f'{us / floor_us:.1f}x'} |")
+        del batch
+        torch.cuda.empty_cache()
+    return rows
+
+
+def graph_replay_us(batch, do_bench) -> float:
+    """Median µs of replaying the triton call (max_segments=64, check="deferred") captured
+    in a CUDA graph; checks the replay's error word is clear."""
+    call = lambda: sk.segment_advantage(**batch, backend="triton", max_segments=64,  # noqa: E731
+                                        check="deferred")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, chk = call()
+    graph.replay()
+    chk.raise_if_error()
+    return 1e3 * do_bench(graph.replay, warmup=10, rep=100, return_mode="median")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_segment.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
@@ -115,23 +215,19 @@ def main(argv=None) -> int:
     checks = check_backends(dev)
     lines = [f"- {'ok' if ok else 'FAIL'} {case} {b} {f}: max abs err "
              f"{'NaN pattern differs' if e is None else f'{e:.1e}'}" for case, b, f, e, ok in checks]
+    errors = check_errors(dev)
+    lines += [f"- {'ok' if ok else 'FAIL'} error '{rule}' {b}: {msg}"
+              for rule, b, msg, ok in errors]
     print("\n".join(lines), flush=True)
-    batch = batch_on(dev, 256, 4096, (30, 50), torch.float32, None, seed=0)
-    nbytes = touched_bytes(batch)
-    rows = []
-    for b in _backend.usable_backends(dev, SEGMENT_ADVANTAGE_BACKENDS):
-        ms = do_bench(lambda b=b: sk.segment_advantage(**batch, backend=b), warmup=25, rep=200,
-                      return_mode="median")
-        gbs = nbytes / ms / 1e6
-        rows.append(f"| {b} | {ms:.3f} | {gbs:.0f} | "
-                    f"{'?' if not peaks else f'{100 * gbs / peaks[0]:.1f}%'} |")
+    rows = time_backends(dev, do_bench, peaks)
     import triton
     head = (f"device: {name}; torch {torch.__version__}, triton {triton.__version__}; "
             f"native CUDA kernels: {_backend.native_has_cuda()}; {platform.node()}; "
             f"{time.time() - t0:.0f} s\n")
-    table = ("B=256, L=4096, 30-50 segments a row, fp32 log-probs; "
-             f"{nbytes / 1e6:.1f} MB touched at least.\n\n| backend | median ms | GB/s | "
-             "of the datasheet bandwidth |\n|---|---:|---:|---:|\n" + "\n".join(rows))
+    table = ("30-50 segments a row, fp32 log-probs, bool mask. Floor: the bytes touched at "
+             "the datasheet bandwidth.\n\n| shape | backend | launches | host reads | "
+             "median µs | GB/s | time / floor |\n|---|---|---:|---:|---:|---:|---:|\n"
+             + "\n".join(rows))
     report = head + "\nChecks (each backend against torch on the GPU):\n" + "\n".join(lines) + \
         "\n\n" + table + "\n"
     print(report)
@@ -140,7 +236,7 @@ def main(argv=None) -> int:
             f.write(report)
     if args.profile:
         profile_backends(dev, args.profile)
-    return 0 if all(c[-1] for c in checks) else 1
+    return 0 if all(c[-1] for c in checks + errors) else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 #
 # 1. builds the native module in place with its CUDA kernels (the default architectures,
 #    setup.py) and lists the GPU code in it (cuobjdump);
-# 2. benchmarks/gpu_segment.py: segment_advantage, every GPU backend against torch, and
+# 2. benchmarks/gpu_segment.py (under 5 minutes): segment_advantage, every GPU backend
+#    against torch, timed at three shapes and as a CUDA graph replay, and
 #    timed (DIR/segment_advantage_gpu.md);
 # 3. benchmarks/gpu.py: the Triton log-prob kernels against the float64 reference, then
 #    timed against naive torch and the other installed implementations, next to the
@@ -40,7 +41,7 @@ b.native_has_cuda(), 'runs on this GPU:', b.native_cuda_code_for(torch.device('c
   fi
 
   step "segment_advantage on the GPU"
-  timeout 150 python3 benchmarks/gpu_segment.py --out "$OUT/segment_advantage_gpu.md" \
+  timeout 280 python3 benchmarks/gpu_segment.py --out "$OUT/segment_advantage_gpu.md" \
     || { echo "gpu_segment.py rc $?"; failed=$((failed + 1)); }
 
   step "log-prob kernels on the GPU"

@@ -47,9 +47,9 @@ sharpo::SegInputs make_inputs(const py::tuple& t) {
 
 py::tuple segment_advantage_cpu(const py::tuple& inputs, uintptr_t out, int64_t out_stride,
                                 float lam, float alpha, float tau, float rho_min, float rho_max,
-                                int num_threads) {
+                                int num_threads, float logp_bound) {
   const sharpo::SegInputs in = make_inputs(inputs);
-  const sharpo::SegParams p{lam, alpha, tau, rho_min, rho_max};
+  const sharpo::SegParams p{lam, alpha, tau, rho_min, rho_max, logp_bound};
   sharpo::SegTables tables;
   sharpo::SegError err;
   {
@@ -83,20 +83,32 @@ py::tuple segment_advantage_cpu(const py::tuple& inputs, uintptr_t out, int64_t 
 }
 
 #ifdef SHARPO_WITH_CUDA
-int segment_sums_cuda(const py::tuple& inputs, int64_t kmax, uintptr_t sums, uintptr_t counts,
-                      uintptr_t stream) {
-  const sharpo::SegInputs in = make_inputs(inputs);
+int segment_advantage_cuda(const py::tuple& inputs, uintptr_t adv, int adv_dtype,
+                           bool mask_check, int64_t cap, uintptr_t tab, uintptr_t out,
+                           int64_t out_stride, uintptr_t num, uintptr_t rowm, uintptr_t word,
+                           uintptr_t traj, double coef_max, float logp_bound, float one_minus_lam,
+                           float lam, float alpha, float two_tau, float rho_min, float rho_max,
+                           uintptr_t stream) {
+  sharpo::SegFusedArgs a;
+  a.in = make_inputs(inputs);
+  a.adv = cptr<void>(adv);
+  a.adv_dtype = adv_dtype;
+  a.mask_check = mask_check;
+  a.cap = cap;
+  a.tab = reinterpret_cast<float*>(tab);
+  a.out = reinterpret_cast<float*>(out);
+  a.out_stride = out_stride;
+  a.num = reinterpret_cast<int64_t*>(num);
+  a.rowm = reinterpret_cast<float*>(rowm);
+  a.word = reinterpret_cast<unsigned long long*>(word);
+  a.traj = cptr<int64_t>(traj);
+  a.coef_max = coef_max;
+  a.logp_bound = logp_bound;
+  a.one_minus_lam = one_minus_lam;
+  a.two_tau = two_tau;
+  a.p = sharpo::SegParams{lam, alpha, two_tau / 2, rho_min, rho_max, logp_bound};
   py::gil_scoped_release nogil;
-  return sharpo::segment_sums_cuda(in, kmax, reinterpret_cast<double*>(sums),
-                                   reinterpret_cast<int32_t*>(counts), stream);
-}
-
-int segment_apply_cuda(const py::tuple& inputs, int64_t kmax, uintptr_t coef, uintptr_t out,
-                       int64_t out_stride, uintptr_t stream) {
-  const sharpo::SegInputs in = make_inputs(inputs);
-  py::gil_scoped_release nogil;
-  return sharpo::segment_apply_cuda(in, kmax, reinterpret_cast<const float*>(coef),
-                                    reinterpret_cast<float*>(out), out_stride, stream);
+  return sharpo::segment_advantage_cuda(a, stream);
 }
 #endif
 
@@ -106,12 +118,14 @@ PYBIND11_MODULE(_sharpo_native, m) {
   m.doc() = "SHARPO native kernels (C++ CPU always; CUDA when built with nvcc). Raw-pointer API.";
 #ifdef SHARPO_WITH_CUDA
   m.def("has_cuda", []() { return true; }, "True: the CUDA kernels were compiled in.");
-  m.def("segment_sums_cuda", &segment_sums_cuda, py::arg("inputs"), py::arg("kmax"),
-        py::arg("sums"), py::arg("counts"), py::arg("stream"),
-        "Per-segment delta sums (double [B, kmax]) and counts (int32 [B, kmax]); returns cudaError.");
-  m.def("segment_apply_cuda", &segment_apply_cuda, py::arg("inputs"), py::arg("kmax"),
-        py::arg("coef"), py::arg("out"), py::arg("out_stride"), py::arg("stream"),
-        "Token advantages from the [B, kmax] coefficients; returns cudaError.");
+  m.def("segment_advantage_cuda", &segment_advantage_cuda, py::arg("inputs"), py::arg("adv"),
+        py::arg("adv_dtype"), py::arg("mask_check"), py::arg("cap"), py::arg("tab"),
+        py::arg("out"), py::arg("out_stride"), py::arg("num"), py::arg("rowm"),
+        py::arg("word"), py::arg("traj"), py::arg("coef_max"), py::arg("logp_bound"),
+        py::arg("one_minus_lam"), py::arg("lam"), py::arg("alpha"), py::arg("two_tau"),
+        py::arg("rho_min"), py::arg("rho_max"), py::arg("stream"),
+        "The single validating pass (one launch, two with traj != 0) on `stream`; writes the "
+        "[4, B, cap] tables, out, num and the error word; returns cudaError.");
   m.def("cuda_archs", []() { return std::string(SHARPO_CUDA_ARCHS); },
         "CMAKE_CUDA_ARCHITECTURES the CUDA kernels were built for, comma-separated "
         "(e.g. '80-real,86-real,89-real,90': NN-real = SASS only, NN = SASS + PTX).");
@@ -125,6 +139,7 @@ PYBIND11_MODULE(_sharpo_native, m) {
   m.def("segment_advantage_cpu", &segment_advantage_cpu, py::arg("inputs"), py::arg("out"),
         py::arg("out_stride"), py::arg("lam"), py::arg("alpha"), py::arg("tau"),
         py::arg("rho_min"), py::arg("rho_max"), py::arg("num_threads") = 0,
+        py::arg("logp_bound") = INFINITY,
         "C++ CPU segment advantage. Returns ((code, row, pos, found, expected), num_segments "
         "int64 [B], gap, weight, length_factor float32 [B, Kmax]); code != 0: bad input.");
 }

@@ -16,7 +16,20 @@ inline int pick_threads(int requested, int64_t work_items) {
   return static_cast<int>(std::min<int64_t>(n, std::max<int64_t>(work_items, 1)));
 }
 
+// Threads for `tokens` of work split into `work_items`: one per kTokensPerThread tokens at
+// most (a thread costs ~50 us to start, and on a machine whose cores are busy a started
+// thread may wait a scheduler time slice, ~4 ms, for a core while the caller waits in
+// join(); 2M tokens are ~2-6 ms of work for one thread, so the slice costs at most ~1.5x
+// even then), never more than pick_threads(requested, work_items).
+constexpr int64_t kTokensPerThread = int64_t(1) << 21;
+inline int threads_for_work(int requested, int64_t work_items, int64_t tokens) {
+  const int64_t by_work = std::max<int64_t>(tokens / kTokensPerThread, 1);
+  return static_cast<int>(std::min<int64_t>(pick_threads(requested, work_items), by_work));
+}
+
 // Calls fn(i) for i in [0, n) on `threads` threads; items are claimed `chunk` at a time.
+// Waiting threads block in join() (no spin-wait): a thread that has no core costs the
+// others nothing but the wait for the items it claimed.
 template <class Fn>
 void parallel_for(int64_t n, int threads, int64_t chunk, Fn&& fn) {
   if (threads <= 1 || n <= chunk) {

@@ -4,6 +4,7 @@
 // dim contiguous).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,8 @@ enum SegErr : int {
   kStudentNonFinite = 5,    // student_logp NaN/inf at a used position
   kEmptySegment = 6,        // a segment with no position where response_mask == 1
   kAdvantageNonFinite = 7,  // advantages[i] NaN/inf
+  kTeacherRange = 8,        // |teacher_logp| > logp_bound at a used position
+  kStudentRange = 9,        // |student_logp| > logp_bound at a used position
 };
 
 struct SegError {
@@ -35,6 +38,9 @@ struct SegError {
 
 struct SegParams {
   float lam, alpha, tau, rho_min, rho_max;
+  // Largest |log-prob| allowed where used (checks.py logp_bound: half the float32 range
+  // over 2 L, so a segment's sum cannot overflow); larger finite values are an error.
+  float logp_bound = INFINITY;
 };
 
 // Inputs of one call. Pointers of [B, L] tensors index as p[row * stride + t].
@@ -64,24 +70,37 @@ struct SegTables {
 
 // C++ CPU kernel: validates and computes in one pass over the tokens of each trajectory
 // (per-segment sums, then the trajectory's mbar, then the token advantages while the rows
-// are still in cache). Multithreaded over trajectories (rows without traj_index).
+// are still in cache). Multithreaded over trajectories (rows without traj_index), with one
+// thread per kTokensPerThread tokens at most (parallel_for.h: threads_for_work).
 // out: [B, L] fp32 with row stride out_stride. Returns the first error (lowest row);
 // on error `out` and `tables` hold no meaningful result.
 SegError segment_advantage_cpu(const SegInputs& in, const SegParams& p, float* out,
                                int64_t out_stride, SegTables* tables, int num_threads);
 
-// CUDA kernels (segment_advantage_cuda.cu), compiled when nvcc is found. Two launches on
-// `stream` around the [B, Kmax] coefficient step done by the caller:
-//  accumulate: sums[b, k] += teacher - student, counts[b, k] += 1 over positions of segment
-//              k (ids == k, mask != 0); deltas only in rows with has_teacher[b] != 0.
-//              sums: double [B, kmax] zeroed, counts: int32 [B, kmax] zeroed. mask: uint8
-//              [B, L] or nullptr. Inputs must be validated first.
-//  apply:      out[b, t] = mask ? (ids >= 0 ? A[b] * coef[b, ids] : A[b]) : 0.
-// Return a cudaError_t as int (0 = success).
-int segment_sums_cuda(const SegInputs& in, int64_t kmax, double* sums, int32_t* counts,
-                      uintptr_t stream);
-int segment_apply_cuda(const SegInputs& in, int64_t kmax, const float* coef, float* out,
-                       int64_t out_stride, uintptr_t stream);
+// CUDA kernel (segment_advantage_cuda.cu), compiled when nvcc is found: the whole call in
+// one validating pass per row (issue 44; the algorithm of the Triton kernel,
+// sharpo_kernels/segment_advantage/triton_kernels.py), two launches with traj_index.
+enum AdvDtype : int { kAdvF32 = 0, kAdvF64 = 1, kAdvBF16 = 2, kAdvF16 = 3 };
+struct SegFusedArgs {
+  SegInputs in;               // its `advantages` and `group` are not used
+  const void* adv;            // [B] adv_dtype
+  int adv_dtype;
+  bool mask_check;            // check response_mask values are 0/1 (not for bool masks)
+  int64_t cap;                // table columns (max_segments), >= 1
+  float* tab;                 // [4, B, cap]: gap, weight, length_factor, coef
+  float* out;                 // [B, L] with row stride out_stride
+  int64_t out_stride;
+  int64_t* num;               // [B]: K_i
+  float* rowm;                // [B] scratch (traj only): the row's sum of m
+  unsigned long long* word;   // [2] zeroed: KEY_NONE - smallest error key, Kmax
+  const int64_t* traj;        // [B] trajectory labels, or nullptr
+  double coef_max;            // checks.max_coefficient (advantages' range rule)
+  float logp_bound;           // checks.logp_bound(L)
+  float one_minus_lam, two_tau;
+  SegParams p;
+};
+// Returns a cudaError_t as int (0 = success); enqueued on `stream`, nothing is read back.
+int segment_advantage_cuda(const SegFusedArgs& a, uintptr_t stream);
 // Whether the module holds code (SASS for the device, or PTX it can JIT) for CUDA device
 // `device`: the cudaError_t of cudaFuncGetAttributes on the kernels, as int (0 = yes,
 // 209 = cudaErrorNoKernelImageForDevice, 98 = cudaErrorInvalidDeviceFunction). The

@@ -101,6 +101,7 @@ struct Kernel {
                  int64_t j, int64_t e, bool& bad) const {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float chk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float big[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // largest |log-prob| used (range rule)
     int64_t i = j;
     for (; i + 8 <= e; i += 8) {
       for (int q = 0; q < 8; ++q) {
@@ -110,17 +111,24 @@ struct Kernel {
         const float d = on != 0.0f ? tv - sv : 0.0f;
         lane[q] += d;
         chk[q] += on != 0.0f ? (tv - tv) + (sv - sv) : 0.0f;   // NaN iff a used value is NaN/inf
+        const float mag = on != 0.0f ? std::max(std::fabs(tv), std::fabs(sv)) : 0.0f;
+        big[q] = big[q] > mag ? big[q] : mag;                    // NaN never wins
       }
     }
     for (; i < e; ++i) {
       const float tv = LP::load(t[i]), sv = LP::load(s[i]);
       bool on = true;
       if constexpr (!std::is_same_v<M, NoMask>) on = mk[i] != 0;
-      if (on) { lane[0] += tv - sv; chk[0] += (tv - tv) + (sv - sv); }
+      if (on) {
+        lane[0] += tv - sv;
+        chk[0] += (tv - tv) + (sv - sv);
+        const float mag = std::max(std::fabs(tv), std::fabs(sv));
+        big[0] = big[0] > mag ? big[0] : mag;
+      }
     }
-    float c = 0.0f, sum = 0.0f;
-    for (int q = 0; q < 8; ++q) { c += chk[q]; sum += lane[q]; }
-    bad = !(c == 0.0f);
+    float c = 0.0f, sum = 0.0f, mx = 0.0f;
+    for (int q = 0; q < 8; ++q) { c += chk[q]; sum += lane[q]; mx = std::max(mx, big[q]); }
+    bad = !(c == 0.0f) || mx > p.logp_bound;
     return sum;
   }
 
@@ -178,7 +186,7 @@ struct Kernel {
     return true;
   }
 
-  // Slow path: the first NaN/inf used value in [j, e); records the error, returns false.
+  // Slow path: the first NaN/inf or out-of-range used value in [j, e); records the error.
   bool locate_nonfinite(int64_t r, const typename LP::T* t, const typename LP::T* s,
                         const typename M::T* mk, int64_t j, int64_t e, RowWork& w) const {
     for (int64_t i = j; i < e; ++i) {
@@ -186,6 +194,9 @@ struct Kernel {
       const float tv = LP::load(t[i]), sv = LP::load(s[i]);
       if (!std::isfinite(tv)) { w.err = {kTeacherNonFinite, r, i, tv, 0}; return false; }
       if (!std::isfinite(sv)) { w.err = {kStudentNonFinite, r, i, sv, 0}; return false; }
+      const double L = static_cast<double>(in.L);
+      if (std::fabs(tv) > p.logp_bound) { w.err = {kTeacherRange, r, i, tv, L}; return false; }
+      if (std::fabs(sv) > p.logp_bound) { w.err = {kStudentRange, r, i, sv, L}; return false; }
     }
     w.err = {kTeacherNonFinite, r, j, NAN, 0};   // not reached: span_sum saw a bad value
     return false;
@@ -263,9 +274,8 @@ struct Kernel {
         write_row(order[q], work[order[q]], out, out_stride);
       }
     };
-    // Below ~64k tokens one thread beats starting more.
     const int64_t tokens = B * std::max<int64_t>(in.L, 1);
-    const int threads = tokens < (1 << 16) ? 1 : pick_threads(num_threads, G);
+    const int threads = threads_for_work(num_threads, G, tokens);
     parallel_for(G, threads, 1, do_group);
 
     for (int64_t r = 0; r < B; ++r)

@@ -8,6 +8,7 @@ Layout, one folder per op:
     logprobs/           token_logprobs, linear_logprobs (torch, cpu, triton)
     _backend.py         backend selection for every op; available_backends()
     testing.py          random inputs and the float64 loop oracle (tests, benchmarks, demo)
+    dispatch_count.py   launches and host reads of one call, counted on CPU tensors
 """
 from ._backend import available_backends
 from .segment_advantage import (COEFFICIENT_NAMES, SHARPO_DEFAULTS, SegmentAdvantage,

@@ -24,6 +24,7 @@ KERNELS = ("__init__", "_backend", "segment_advantage", "logprobs", "compiled", 
 ALLOWED = {
     "sharpo_kernels": {
         "_backend": (),
+        "dispatch_count": (),            # launches and host reads per call (tests, benchmarks)
         "segment_advantage": ("_backend", "compiled"),   # compiled: the compile specs'
         "logprobs": ("_backend", "compiled"),            # variants (compiled/variants.py)
         "compiled": ("_backend", "segment_advantage", "logprobs"),   # loads them by name

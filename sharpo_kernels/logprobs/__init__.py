@@ -15,6 +15,9 @@ the math, the checks and the online log-sum-exp step).
     linear_tiles.py       the logits tile both linear kernels compute (fp32 / TF32 / half)
     linear_backward_triton.py  its backward: d-logits kernel per vocabulary chunk + cuBLAS
                           products, each gradient written once (no atomics)
+    linear_frozen.py      the frozen-head path of both linear backends: the forward forms
+                          d logp / d hidden, the backward one product (2 matmuls in all)
+    grad_filter.py        the backward's opt-in gradient filter: criterion, kept columns
 """
 from .api import LOGPROBS_BACKENDS, linear_logprobs, token_logprobs
 

@@ -5,7 +5,8 @@
                    return_entropy=False, backend=None, check_finite=None) -> logp (, entropy)
     linear_logprobs(hidden, weight, labels, *, bias=None, temperature=1.0,
                     ignore_index=-100, return_entropy=False, backend=None,
-                    check_finite=None, allow_tf32=False) -> logp (, entropy)
+                    check_finite=None, allow_tf32=False,
+                    entropy_grad=True, grad_filter=0.0) -> logp (, entropy)
 
 Both validate their arguments (checks.py: ValueError/TypeError naming the argument), flatten
 the leading dimensions, and dispatch to a backend (chosen by sharpo_kernels/_backend.py),
@@ -31,6 +32,7 @@ import torch
 from .. import _backend
 from .checks import (check_finite_linear, check_finite_logits, check_float, check_label_values,
                      check_labels, check_linear, check_scalars, resolve_check_finite)
+from .grad_filter import check_grad_filter
 from .linear_cpu import linear_logprobs_cpu
 from .token_cpu import token_logprobs_cpu
 from .reference import linear_logprobs_reference, token_logprobs_reference
@@ -102,7 +104,8 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, *, temperature: f
 
 @torch.compiler.disable
 def _linear_dispatch(backend, hidden, weight, bias, labels, temperature, ignore_index,
-                     return_entropy, check_finite=False, allow_tf32=False):
+                     return_entropy, check_finite=False, allow_tf32=False, entropy_grad=True,
+                     grad_filter=0.0):
     check_label_values(labels, weight.shape[0], ignore_index)
     if check_finite:
         check_finite_linear(hidden, weight, bias, labels, ignore_index, temperature)
@@ -110,20 +113,25 @@ def _linear_dispatch(backend, hidden, weight, bias, labels, temperature, ignore_
         out = linear_logprobs_reference(hidden, weight, labels, bias=bias,
                                         temperature=temperature, ignore_index=ignore_index,
                                         return_entropy=return_entropy)
-        return out if return_entropy else (out, None)
+        if not return_entropy:
+            return out, None
+        return out[0], (out[1] if entropy_grad else out[1].detach())
     if backend == "cpu":
         return linear_logprobs_cpu(hidden, weight, labels, bias, temperature, ignore_index,
-                                   return_entropy)
+                                   return_entropy, entropy_grad=entropy_grad,
+                                   grad_filter=grad_filter)
     from .linear_triton import linear_logprobs_triton
     return linear_logprobs_triton(hidden, weight, labels, bias, temperature, ignore_index,
-                                  return_entropy, allow_tf32=allow_tf32)
+                                  return_entropy, allow_tf32=allow_tf32,
+                                  entropy_grad=entropy_grad, grad_filter=grad_filter)
 
 
 def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, *,
                     bias: Optional[torch.Tensor] = None, temperature: float = 1.0,
                     ignore_index: int = -100, return_entropy: bool = False,
                     backend: Optional[str] = None, check_finite: Optional[bool] = None,
-                    allow_tf32: bool = False):
+                    allow_tf32: bool = False, entropy_grad: bool = True,
+                    grad_filter: float = 0.0):
     """token_logprobs(hidden @ weight.T + bias, labels) without holding the [N, V] logits.
 
     Args:
@@ -140,15 +148,26 @@ def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Te
             operands, fp32 accumulation) on the triton backend, forward and backward: faster
             on a GPU, about 1e-3 relative error in the logits. Off (default): IEEE fp32
             products. bf16/fp16 inputs and the other backends are unaffected. docs/api.md.
+        entropy_grad: False returns the entropy without a gradient (a metric). With the
+            head frozen (weight and bias need no gradient, hidden does), the op then takes
+            its two-matmul path (linear_frozen.py: the forward forms d logp / d hidden, the
+            backward scales it); so it does without return_entropy. docs/api.md.
+        grad_filter: opt-in, in [0, 1); 0 (default) is exact. The cpu/triton backward
+            skips the products of vocabulary blocks whose every |dL/dz_iv| is at most
+            grad_filter (|g_i| + |e_i|) / T (g, e: the upstream gradients); the error
+            bound is in grad_filter.py and docs/api.md. The torch backend ignores it.
 
     Returns:
-        logp [...] float32 (float64 for float64 inputs), and entropy [...] when asked.
-        Differentiable w.r.t. hidden, weight and bias. Rows at ignore_index cost nothing.
+        logp [...] float32 (float64 for float64 inputs), <= 0, and entropy [...] when
+        asked. Differentiable w.r.t. hidden, weight and bias (the entropy only with
+        entropy_grad). Rows at ignore_index cost nothing.
     """
     check_linear(hidden, weight, bias)
     temperature, ignore_index = check_scalars(temperature, ignore_index, return_entropy)
-    if not isinstance(allow_tf32, bool):
-        raise TypeError(f"allow_tf32: expected a bool, got {type(allow_tf32).__name__}")
+    for name, flag in (("allow_tf32", allow_tf32), ("entropy_grad", entropy_grad)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+    grad_filter = check_grad_filter(grad_filter)
     check_labels(labels, hidden.shape[:-1], hidden.device)
     check_finite = resolve_check_finite(check_finite, hidden.device)
     name = _backend.resolve_backend(backend, hidden.device,
@@ -157,5 +176,6 @@ def linear_logprobs(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Te
     hidden2 = hidden.reshape(-1, hidden.shape[-1])
     labels2 = labels.reshape(-1).long()
     logp, entropy = _linear_dispatch(name, hidden2, weight, bias, labels2, temperature,
-                                     ignore_index, return_entropy, check_finite, allow_tf32)
+                                     ignore_index, return_entropy, check_finite, allow_tf32,
+                                     entropy_grad, grad_filter)
     return _finish(logp, entropy, lead, return_entropy)

@@ -9,7 +9,10 @@ import torch
 
 from .cpu_tiles import (DEFAULT_OPTIONS, ChunkOptions, _cdtype, _finish_forward, _tile_grad_,
                         _tile_sums_, _valid_rows, _Workspace)
+from .grad_filter import kept_columns, row_thresholds
 from .grads import linear_grads
+from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
+                            frozen_head_forward)
 from .online_lse import online_lse_rescale
 
 __all__ = ["linear_logprobs_cpu", "linear_logprobs_cpu_forward", "linear_logprobs_cpu_backward"]
@@ -78,6 +81,14 @@ def _stash_buffer(weight: torch.Tensor, nv: int, dt: torch.dtype,
     return torch.empty(weight.shape, dtype=weight.dtype)
 
 
+def _outputs(hidden, weight, bias, labels, ignore_index: int):
+    """-> (computation dtype, logp [N] zeros, entropy [N] zeros, the scored rows)."""
+    dt = _cdtype(hidden, weight, bias)
+    n = hidden.shape[0]
+    return (dt, torch.zeros(n, dtype=dt), torch.zeros(n, dtype=dt),
+            _valid_rows(labels, ignore_index))
+
+
 def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float,
                                 ignore_index: int, need_entropy: bool,
                                 options: ChunkOptions = DEFAULT_OPTIONS,
@@ -90,12 +101,8 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
     stash: an unwritten [V, H] grad_weight buffer (only when backward writes it directly);
     the logits of the first vocabulary tiles are left in it for backward (`_stash_views`).
     """
-    n = hidden.shape[0]
     v = weight.shape[0]
-    dt = _cdtype(hidden, weight, bias)
-    logp = torch.zeros(n, dtype=dt)
-    entropy = torch.zeros(n, dtype=dt)
-    rows = _valid_rows(labels, ignore_index)
+    dt, logp, entropy, rows = _outputs(hidden, weight, bias, labels, ignore_index)
     nv = rows.numel()
     m = torch.full((nv,), float("-inf"), dtype=dt)
     s = torch.zeros(nv, dtype=dt)
@@ -133,7 +140,7 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
             m[r0:r1], s[r0:r1], t[r0:r1] = m_new, s_new, t_new
             del z, d
     logs = s.log()
-    lp = (xy - m) / temperature - logs
+    lp = ((xy - m) / temperature - logs).clamp_(max=0.0)    # log p <= 0 (docs/api.md)
     ent = logs - t / s if need_entropy else torch.zeros_like(logs)
     logp.index_copy_(0, rows, lp)
     if need_entropy:
@@ -141,12 +148,59 @@ def linear_logprobs_cpu_forward(hidden, weight, bias, labels, temperature: float
     return logp, entropy, rows, m, logs, ent
 
 
+class _CPUHeadSlices:
+    """linear_frozen.HeadSlices on the CPU: each weight slice upcast once to the computation
+    dtype, MKL products into the workspace."""
+
+    def __init__(self, weight, bias, dt: torch.dtype, ws: _Workspace):
+        self.weight, self.bias, self.dtype, self.ws = weight, bias, dt, ws
+        self.wv = self.bv = None
+
+    def load(self, v0: int, v1: int) -> None:
+        self.wv = self.weight[v0:v1].to(self.dtype)
+        self.bv = None if self.bias is None else self.bias[v0:v1].to(self.dtype)
+
+    def logits(self, h):
+        return _logits_tile(self.ws, h, self.wv, self.bv)
+
+    def accumulate(self, acc, e):
+        acc.addmm_(e, self.wv)
+
+    def scratch(self, rows: int, cols: int):
+        return self.ws.get("e", rows, cols)
+
+
+def linear_logprobs_cpu_frozen_forward(hidden, weight, bias, labels, temperature: float,
+                                       ignore_index: int, need_entropy: bool,
+                                       options: ChunkOptions = DEFAULT_OPTIONS):
+    """The frozen-head forward (linear_frozen.py): as linear_logprobs_cpu_forward, and the
+    gradient direction J [N_valid, H] of each scored row's log-prob w.r.t. its hidden state.
+
+    Returns (logp [N], entropy [N], rows, J)."""
+    dt, logp, entropy, rows = _outputs(hidden, weight, bias, labels, ignore_index)
+    nv = rows.numel()
+    hv = hidden.index_select(0, rows).to(dt)
+    lab = labels.index_select(0, rows)
+    rb, vb = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
+    stats = frozen_head_forward(hv, lab, weight.shape[0],
+                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
+                                temperature, need_entropy)
+    lp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    logp.index_copy_(0, rows, lp)
+    if need_entropy:
+        entropy.index_copy_(0, rows, ent)
+    return logp, entropy, rows, j
+
+
 def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs_all, ent_all,
                                  g_lp, g_ent, temperature: float, need_hidden: bool,
                                  need_weight: bool, need_bias: bool,
                                  options: ChunkOptions = DEFAULT_OPTIONS,
-                                 stash: Optional[torch.Tensor] = None):
+                                 stash: Optional[torch.Tensor] = None,
+                                 grad_filter: float = 0.0):
     """(grad_hidden, grad_weight, grad_bias), each None when not needed, in input dtypes.
+    grad_filter > 0: blocks of FILTER_BLOCK columns whose every |dL/dz| is negligible skip
+    the grad_hidden and grad_weight products (grad_filter.py: the criterion and the bound).
 
     grad_weight is written slice by slice (an fp32 slice accumulator only when the weight
     is bf16/fp16 or rows need several tiles); grad_hidden is accumulated in the computation
@@ -171,6 +225,7 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
         lab = labels.index_select(0, rows)
         gl = g_lp.index_select(0, rows).to(dt)
         ge = None if g_ent is None else g_ent.index_select(0, rows).to(dt)
+        thr = row_thresholds(grad_filter, gl, ge, temperature) if grad_filter else None
         ws = _Workspace(dt)
         for v0 in range(0, v, vb):
             v1 = min(v, v0 + vb)
@@ -190,6 +245,12 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
                 ok = (ll >= 0) & (ll < v1 - v0)
                 add = torch.where(ok, gl[r0:r1] / temperature, torch.zeros_like(gl[r0:r1]))
                 gq.scatter_add_(1, ll.clamp(0, v1 - v0 - 1).unsqueeze(1), add.unsqueeze(1))
+                cols = None if thr is None else kept_columns(gq, thr[r0:r1])
+                if cols is not None:            # some blocks negligible: products skip them
+                    _filtered_products(gq, cols, wv, hv[r0:r1], gh, gw, gwv, gb, r0, r1,
+                                       v0, v1, direct)
+                    del z, gq
+                    continue
                 if need_hidden:
                     gh[r0:r1].addmm_(gq, wv)
                 if need_weight:
@@ -205,12 +266,39 @@ def linear_logprobs_cpu_backward(hidden, weight, bias, labels, rows, m_all, logs
     return linear_grads(hidden, weight, bias, rows, gh, gw, gb)
 
 
+def _filtered_products(gq, cols, wv, hv, gh, gw, gwv, gb, r0, r1, v0, v1, direct):
+    """The backward's products of one tile on its kept columns `cols` only (grad_filter.py);
+    grad_weight rows of skipped columns are 0 (written when direct, else not added to);
+    grad_bias takes every column."""
+    gk = gq.index_select(1, cols)
+    if gh is not None:
+        gh[r0:r1].addmm_(gk, wv.index_select(0, cols))
+    if gw is not None:
+        part = torch.mm(gk.t(), hv)
+        if direct:
+            gw[v0:v1].zero_().index_copy_(0, cols, part.to(gw.dtype))
+        else:
+            gwv.index_add_(0, cols, part)
+    if gb is not None:
+        gb[v0:v1] += gq.sum(0)
+
+
 class LinearLogprobsCPU(torch.autograd.Function):
     """autograd.Function over (hidden [N, H], weight [V, H], bias [V] or None)."""
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                options):
+                options, frozen=False, grad_filter=0.0):
+        # an output nobody uses gets None in backward, not zeros: no entropy backward then
+        ctx.set_materialize_grads(False)
+        ctx.frozen, ctx.grad_filter = frozen, grad_filter
+        if frozen:                      # the head needs no gradient: 2 matmuls in all
+            logp, entropy, rows, j = linear_logprobs_cpu_frozen_forward(
+                hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
+                options)
+            ctx.mark_non_differentiable(entropy)
+            ctx.save_for_backward(hidden, rows, j)
+            return logp, entropy
         stash = None
         if options.stash_logits and ctx.needs_input_grad[1]:
             stash = _stash_buffer(weight, int((labels != ignore_index).sum()),
@@ -225,8 +313,13 @@ class LinearLogprobsCPU(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
+        if ctx.frozen:
+            nones = (None,) * 9
+            return (frozen_head_backward(ctx.saved_tensors, g_lp), *nones)
         hidden, weight, bias, labels, rows, m, logs, ent = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        if g_lp is None:                # only the entropy is used
+            g_lp = torch.zeros(labels.shape, dtype=m.dtype)
         # the stash is used up (it becomes grad_weight): a second backward (retain_graph)
         # recomputes every tile into a fresh buffer
         stash, ctx.stash = ctx.stash, None
@@ -234,12 +327,20 @@ class LinearLogprobsCPU(torch.autograd.Function):
             hidden, weight, bias, labels, rows, m, logs, ent, g_lp,
             g_ent if ctx.need_entropy else None, ctx.temperature,
             need_h, need_w, need_b and bias is not None, ctx.options,
-            stash if need_w else None)
-        return gh, gw, gb, None, None, None, None, None
+            stash if need_w else None, ctx.grad_filter)
+        return gh, gw, gb, None, None, None, None, None, None, None
 
 
 def linear_logprobs_cpu(hidden, weight, labels, bias=None, temperature=1.0, ignore_index=-100,
-                        return_entropy=False, options: ChunkOptions = DEFAULT_OPTIONS):
-    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N])."""
-    return LinearLogprobsCPU.apply(hidden, weight, bias, labels, float(temperature),
-                                   int(ignore_index), bool(return_entropy), options)
+                        return_entropy=False, options: ChunkOptions = DEFAULT_OPTIONS,
+                        entropy_grad: bool = True, grad_filter: float = 0.0):
+    """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
+    entropy_grad=False: the entropy comes back without a gradient (api.py); grad_filter:
+    grad_filter.py (0: off)."""
+    frozen = frozen_head(hidden, weight, bias, return_entropy, entropy_grad)
+    logp, entropy = LinearLogprobsCPU.apply(hidden, weight, bias, labels, float(temperature),
+                                            int(ignore_index), bool(return_entropy), options,
+                                            frozen, float(grad_filter))
+    if not entropy_grad:
+        entropy = entropy.detach()
+    return logp, entropy

@@ -13,19 +13,32 @@ import triton.language as tl
 
 
 @triton.jit
-def _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask, H,
+def _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask, H, v_last,
                  HAS_BIAS: tl.constexpr, DOT_FP32: tl.constexpr, TF32: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr,
+                 EVEN_H: tl.constexpr):
     """[BLOCK_N, BLOCK_V] fp32 logits of hidden rows `rows` [BLOCK_N] against vocabulary
-    `cols` [BLOCK_V], looping over H in BLOCK_H slices; masked rows/columns read 0."""
+    `cols` [BLOCK_V], looping over H in BLOCK_H slices.
+
+    EVEN_H (H a multiple of BLOCK_H, the launchers' shapes): the loop loads without masks.
+    Masked-out rows must hold a valid row index (the kernels load `rows` with other=0) and
+    masked-out columns read column v_last (a valid one): their logits are real numbers the
+    caller discards (-inf / a masked store), not 0. Otherwise masked rows/columns read 0
+    and the loop masks the H tail as well."""
     acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
+    if EVEN_H:
+        cols = tl.minimum(cols, v_last)
     for h0 in range(0, H, BLOCK_H):
         hk = h0 + tl.arange(0, BLOCK_H)
-        k_mask = hk < H
-        a = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :],
-                    mask=n_mask[:, None] & k_mask[None, :], other=0.0)
-        bt = tl.load(w_ptr + cols[None, :] * stride_w + hk[:, None],
-                     mask=v_mask[None, :] & k_mask[:, None], other=0.0)
+        if EVEN_H:                      # no mask work in the loop (issue 45, item 3)
+            a = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :])
+            bt = tl.load(w_ptr + cols[None, :] * stride_w + hk[:, None])
+        else:
+            k_mask = hk < H
+            a = tl.load(h_ptr + rows[:, None] * stride_h + hk[None, :],
+                        mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+            bt = tl.load(w_ptr + cols[None, :] * stride_w + hk[:, None],
+                         mask=v_mask[None, :] & k_mask[:, None], other=0.0)
         if DOT_FP32:
             if TF32:
                 acc = tl.dot(a.to(tl.float32), bt.to(tl.float32), acc, input_precision="tf32")

@@ -29,7 +29,9 @@ import triton
 import triton.language as tl
 
 from .._backend import triton_interpreting
-from .linear_backward_triton import linear_logprobs_triton_backward
+from .linear_backward_triton import _addmm_f32_, _cublas_tf32, linear_logprobs_triton_backward
+from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
+                            frozen_head_forward)
 from .linear_tiles import _logits_tile
 from .online_lse import online_lse_rescale
 from .online_lse_triton import online_lse_rescale_triton
@@ -69,7 +71,8 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
                        NV, V, H, v_per_split, temperature,
                        HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
                        DOT_FP32: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+                       BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr,
+                       EVEN_H: tl.constexpr = False):
     pid_n = tl.program_id(0)
     pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -84,7 +87,8 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
         cols = v0 + tl.arange(0, BLOCK_V)
         v_mask = cols < v_hi
         z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask,
-                         H, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H)
+                         H, v_hi - 1, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H,
+                         EVEN_H)
         z = tl.where(v_mask[None, :], z, float("-inf"))
         # online (m, s, t)
         m, m_ref, s, t = online_lse_rescale_triton(m, s, t, tl.max(z, axis=1), temperature,
@@ -176,6 +180,19 @@ class LinearTritonConfig:
         bh = self.block_h or max(16, min(bh0, triton.next_power_of_2(h)))
         return bn, bv, bh, self.num_warps or warps0
 
+    def unmasked_h(self, h: int, block_h: int, device: torch.device, *, phase: str = "fwd",
+                   arch=None) -> bool:
+        """EVEN_H for a kernel (linear_tiles.py): H a multiple of BLOCK_H lets the H loop
+        load without masks. Not for the sm_90 d-logits kernel: there it took 166 registers
+        instead of 128 and halved the resident CTAs (benchmarks/results/compiled_facts.md),
+        so it keeps the masked loop; the sm_90 forward went from 254 to 212 registers at the
+        same occupancy, 31% fewer instructions per logit."""
+        if h % block_h:
+            return False
+        if phase == "bwd" and device.type == "cuda":
+            return (_cuda_arch(device) if arch is None else arch) != 90
+        return True
+
     def resolve(self, nv: int, v: int, h: int, device: torch.device,
                 dtype: torch.dtype = torch.bfloat16, tf32: bool = False, *, arch=None):
         """Forward launch: (BLOCK_N, BLOCK_V, BLOCK_H, splits, v_per_split, num_warps)."""
@@ -236,7 +253,8 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
-            BLOCK_H=bh, num_warps=warps, **config.launch_options())
+            BLOCK_H=bh, EVEN_H=config.unmasked_h(h, bh, dev), num_warps=warps,
+            **config.launch_options())
         br, bhl, lwarps = _LABEL_TILES
         _label_logit_kernel[(triton.cdiv(nv, br),)](
             hidden, hidden.stride(0), weight, weight.stride(0),
@@ -250,11 +268,72 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
                                                 temperature)
     s = s_parts.sum(0)
     logs = s.log()
-    logp = (xy - m) / temperature - logs
+    # log p <= 0: xy (the label kernel's sum) and m (the tile kernel's) round differently,
+    # which at large logits could give a positive value (docs/api.md, "Accepted ranges")
+    logp = ((xy - m) / temperature - logs).clamp_(max=0.0)
     ent = None
     if need_entropy:
         ent = logs - t_parts.sum(0) / s
     return logp, ent, m, logs, ent
+
+
+class _TorchHeadSlices:
+    """linear_frozen.HeadSlices of the triton backend: cuBLAS products on a GPU (16-bit
+    operands with fp32 output, `_addmm_f32_`; fp32 operands in IEEE fp32 unless allow_tf32),
+    upcast products in the interpreter. exp(d) enters the accumulate product in the weight's
+    dtype on a GPU (as the backward's dL/dz chunk does), in fp32 in the interpreter."""
+
+    dtype = torch.float32
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+        self.wv = self.bv = None
+
+    def load(self, v0: int, v1: int) -> None:
+        self.wv = self.weight[v0:v1]
+        self.bv = None if self.bias is None else self.bias[v0:v1].float()
+
+    def logits(self, h):
+        z = torch.zeros(h.shape[0], self.wv.shape[0], dtype=torch.float32, device=h.device)
+        _addmm_f32_(z, h, self.wv.t())
+        return z if self.bv is None else z.add_(self.bv)
+
+    def accumulate(self, acc, e):
+        half = self.wv.dtype != torch.float32 and e.is_cuda
+        _addmm_f32_(acc, e.to(self.wv.dtype) if half else e, self.wv)
+
+    def scratch(self, rows: int, cols: int):
+        return torch.empty(rows, cols, dtype=torch.float32, device=self.weight.device)
+
+
+_FROZEN_BLOCK_V = 128       # the frozen path's chunk width is a multiple of this
+
+
+def linear_logprobs_triton_frozen_forward(hidden, weight, bias, rows, lab, temperature: float,
+                                          need_entropy: bool, config: LinearTritonConfig,
+                                          allow_tf32: bool = False):
+    """The frozen-head forward (linear_frozen.py) over vocabulary chunks of at most
+    config.chunk_bytes of fp32 logits [NV, Vc]. -> (logp [NV], entropy [NV] or None,
+    J [NV, H] fp32)."""
+    nv = rows.numel()
+    v = weight.shape[0]
+    vc = config.chunk_columns(nv, v, _FROZEN_BLOCK_V, 4)
+    hv = hidden.index_select(0, rows)
+    with _cublas_tf32(hidden.device, _tf32(hidden.dtype, allow_tf32)):
+        stats = frozen_head_forward(hv, lab, v, _TorchHeadSlices(weight, bias), max(nv, 1), vc,
+                                    temperature, need_entropy)
+    logp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    return logp, ent, j
+
+
+def _scatter_rows(n: int, rows, lp_v, ent_v):
+    """The scored rows' (logp, entropy or None) [NV] -> [N] each, 0 at the other rows."""
+    logp = torch.zeros(n, dtype=torch.float32, device=lp_v.device)
+    logp.index_copy_(0, rows, lp_v)
+    entropy = torch.zeros(n, dtype=torch.float32, device=lp_v.device)
+    if ent_v is not None:
+        entropy.index_copy_(0, rows, ent_v)
+    return logp, entropy
 
 
 class LinearLogprobsTriton(torch.autograd.Function):
@@ -262,18 +341,24 @@ class LinearLogprobsTriton(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, labels, temperature, ignore_index, need_entropy,
-                config, allow_tf32):
+                config, allow_tf32, frozen=False, grad_filter=0.0):
+        # an output nobody uses gets None in backward, not zeros: no entropy backward then
+        ctx.set_materialize_grads(False)
+        ctx.frozen, ctx.grad_filter = frozen, grad_filter
         n = hidden.shape[0]
         rows = (labels != ignore_index).nonzero().squeeze(1)
         lab = labels.index_select(0, rows).contiguous()
+        if frozen:                      # the head needs no gradient: 2 matmuls in all
+            lp_v, ent_v, j = linear_logprobs_triton_frozen_forward(
+                hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
+            logp, entropy = _scatter_rows(n, rows, lp_v, ent_v)
+            ctx.mark_non_differentiable(entropy)
+            ctx.save_for_backward(hidden, rows, j)
+            return logp, entropy
         lp_v, ent_v, m, logs, ent = linear_logprobs_triton_forward(
             hidden, weight, bias, rows, lab, temperature, need_entropy, config, allow_tf32)
-        logp = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-        logp.index_copy_(0, rows, lp_v)
-        entropy = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-        if need_entropy:
-            entropy.index_copy_(0, rows, ent_v)
-        else:
+        logp, entropy = _scatter_rows(n, rows, lp_v, ent_v)
+        if not need_entropy:
             ctx.mark_non_differentiable(entropy)
         ctx.save_for_backward(hidden, weight, bias, rows, lab, m, logs, ent)
         ctx.args = (temperature, need_entropy, config, allow_tf32)
@@ -282,25 +367,33 @@ class LinearLogprobsTriton(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_lp, g_ent):
+        if ctx.frozen:
+            nones = (None,) * 10
+            return (frozen_head_backward(ctx.saved_tensors, g_lp), *nones)
         hidden, weight, bias, rows, lab, m, logs, ent = ctx.saved_tensors
         temperature, need_entropy, config, allow_tf32 = ctx.args
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        g_lp_v = g_lp.index_select(0, rows)
-        g_ent_v = g_ent.index_select(0, rows) if need_entropy else None
+        g_lp_v = (torch.zeros_like(m) if g_lp is None       # only the entropy is used
+                  else g_lp.index_select(0, rows))
+        g_ent_v = g_ent.index_select(0, rows) if need_entropy and g_ent is not None else None
         gh, gw, gb = linear_logprobs_triton_backward(
             hidden, weight, bias, rows, lab, m, logs, ent, g_lp_v, g_ent_v, temperature,
             need_h, need_w, need_b and bias is not None, config,
-            _tf32(hidden.dtype, allow_tf32))
-        return gh, gw, gb, None, None, None, None, None, None
+            _tf32(hidden.dtype, allow_tf32), ctx.grad_filter)
+        return gh, gw, gb, None, None, None, None, None, None, None, None
 
 
 def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
                            ignore_index=-100, return_entropy=False,
-                           config: LinearTritonConfig | None = None, allow_tf32: bool = False):
+                           config: LinearTritonConfig | None = None, allow_tf32: bool = False,
+                           entropy_grad: bool = True, grad_filter: float = 0.0):
     """Unvalidated op: hidden [N, H], weight [V, H], labels [N] -> (logp [N], entropy [N]).
 
     allow_tf32: fp32 inputs may use TF32 tensor-core products (forward and backward);
-    bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products."""
+    bf16/fp16 inputs are unaffected. Off by default: IEEE fp32 products.
+    entropy_grad=False: the entropy comes back without a gradient (api.py), which lets a
+    frozen head take the two-matmul path (linear_frozen.py). grad_filter: the backward's
+    opt-in tile filter (grad_filter.py; 0: off)."""
     for name, t in (("hidden", hidden), ("weight", weight), ("bias", bias)):
         if t is not None and t.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError(f"{name}: the triton backend takes float32/bfloat16/float16, got "
@@ -310,9 +403,12 @@ def linear_logprobs_triton(hidden, weight, labels, bias=None, temperature=1.0,
     if bias is not None:
         bias = bias.contiguous()
     labels = labels.to(torch.int64).contiguous()
-    return LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
-                                      int(ignore_index), bool(return_entropy),
-                                      config or LinearTritonConfig(), bool(allow_tf32))
+    frozen = frozen_head(hidden, weight, bias, return_entropy, entropy_grad)
+    logp, entropy = LinearLogprobsTriton.apply(hidden, weight, bias, labels, float(temperature),
+                                               int(ignore_index), bool(return_entropy),
+                                               config or LinearTritonConfig(),
+                                               bool(allow_tf32), frozen, float(grad_filter))
+    return logp, (entropy if entropy_grad else entropy.detach())
 
 
 # ---------------------------------------------------------------------------------------
@@ -355,8 +451,10 @@ def compile_specs(arch: int):
                     b_tiles = triton.cdiv(nv, bbn)
                     shape = f"{dn} N={nv} V={v} H={h}"
                     common = dict(DOT_FP32=dtype == f32, TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
-                                  BLOCK_H=bh)
-                    bcommon = dict(common, BLOCK_N=bbn, BLOCK_V=bbv, BLOCK_H=bbh)
+                                  BLOCK_H=bh, EVEN_H=cfg.unmasked_h(h, bh, cuda, arch=arch))
+                    bcommon = dict(common, BLOCK_N=bbn, BLOCK_V=bbv, BLOCK_H=bbh,
+                                   EVEN_H=cfg.unmasked_h(h, bbh, cuda, phase="bwd",
+                                                         arch=arch))
                     br, bhl, lwarps = _LABEL_TILES
                     for bias in (False, True):
                         out.append(KernelVariant(
@@ -394,19 +492,27 @@ def compile_specs(arch: int):
                                           + nv * v * elt * (need_h + need_w)
                                           + need_w * (nv * h + v * h) * elt
                                           + need_h * (v * h * elt + chunks * 2 * 4 * nv * h))
-                                out.append(KernelVariant(
-                                    _linear_dlogits_kernel,
-                                    (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
-                                     f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7),
-                                    dict(bcommon, HAS_BIAS=bias, NEED_ENTROPY=ent,
-                                         NEED_B=bool(need_b)),
-                                    bwarps, 3, (b_tiles, triton.cdiv(min(v, vc), bbv) * chunks),
-                                    f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
-                                    f"h={need_h} w={need_w} b={need_b}{tag}",
-                                    elements=nv * v,
-                                    mma_flops=2 * nv * v * h * (1 + need_h + need_w),
-                                    bytes=nbytes, atomics=0, mufu_per_element=1.0,
-                                    loop_trips=(triton.cdiv(h, bbh),),
-                                    extra=dict(chunk_columns=vc, chunks=chunks,
-                                               cublas_flops=2 * nv * v * h * (need_h + need_w))))
+                                # grad_filter (grad_filter.py): the kernel also writes
+                                # its per-tile keep flags; compiled for the gradient sets
+                                # training without a bias uses (h, w) and (h only)
+                                filters = (False, True) if not need_b and need_h else (False,)
+                                for filt in filters:
+                                    out.append(KernelVariant(
+                                        _linear_dlogits_kernel,
+                                        (dtype, h, dtype, h, dtype, i64, i64, f32, f32, f32, f32,
+                                         f32, dtype, vc, f32, vc, nv, 0, min(v, vc), h, 0.7,
+                                         torch.int32, triton.cdiv(vc, bbv), 0.0),
+                                        dict(bcommon, HAS_BIAS=bias, NEED_ENTROPY=ent,
+                                             NEED_B=bool(need_b), FILTER=filt),
+                                        bwarps, 3, (b_tiles, triton.cdiv(min(v, vc), bbv) * chunks),
+                                        f"linear_bwd {shape} bias={bias:d} entropy={ent:d} "
+                                        f"h={need_h} w={need_w} b={need_b}{tag}"
+                                        f"{' filter=1' if filt else ''}",
+                                        elements=nv * v,
+                                        mma_flops=2 * nv * v * h * (1 + need_h + need_w),
+                                        bytes=nbytes, atomics=0, mufu_per_element=1.0,
+                                        loop_trips=(triton.cdiv(h, bbh),),
+                                        extra=dict(chunk_columns=vc, chunks=chunks,
+                                                   cublas_flops=2 * nv * v * h
+                                                   * (need_h + need_w))))
     return out

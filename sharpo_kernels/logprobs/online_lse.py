@@ -23,11 +23,16 @@ __all__ = ["online_lse_rescale"]
 
 
 def online_lse_rescale(m: torch.Tensor, s: torch.Tensor, t: Optional[torch.Tensor],
-                       block_max: torch.Tensor, temperature: float):
+                       block_max: torch.Tensor, temperature: float,
+                       acc: Optional[torch.Tensor] = None):
     """Returns (m', m_ref, s', t'): m' = max(m, block_max) the new running max, m_ref the
     finite reference to subtract from the block (m', or 0 while m' is -inf), s' and t'
     rescaled to it (t' None when t is None: no entropy). Tensors of one shape (or
-    broadcastable: the split merge passes [splits, N] statistics and an [N] block_max)."""
+    broadcastable: the split merge passes [splits, N] statistics and an [N] block_max).
+
+    acc: an optional running sum_v exp(d_v) W_v [N, H] (the frozen-head direction,
+    linear_frozen.py), rescaled in place by the same exp(-delta) as s. It is 0 while
+    nothing has started (every exp(d) so far was 0), so exp(-0) = 1 leaves it 0 there."""
     m_new = torch.maximum(m, block_max)
     m_ref = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
     started = m != float("-inf")
@@ -37,4 +42,6 @@ def online_lse_rescale(m: torch.Tensor, s: torch.Tensor, t: Optional[torch.Tenso
     if t is not None:
         t = torch.where(started, alpha * (t - delta * s), zero)
     s = torch.where(started, alpha * s, zero)
+    if acc is not None:
+        acc.mul_(alpha.unsqueeze(-1))
     return m_new, m_ref, s, t

@@ -47,6 +47,8 @@ ERR_TEACHER_NONFINITE = 4
 ERR_STUDENT_NONFINITE = 5
 ERR_EMPTY_SEGMENT = 6
 ERR_ADVANTAGE_NONFINITE = 7
+ERR_TEACHER_RANGE = 8      # the cpp kernel's codes of check_logp_range's rule (expected: L)
+ERR_STUDENT_RANGE = 9
 
 
 def error_message(code: int, row: int, pos: int, found: float, expected: float) -> str:
@@ -72,6 +74,9 @@ def error_message(code: int, row: int, pos: int, found: float, expected: float) 
                 f"position with response_mask 1")
     if code == ERR_ADVANTAGE_NONFINITE:
         return f"advantages: must be finite; found {found} at row {row}"
+    if code in (ERR_TEACHER_RANGE, ERR_STUDENT_RANGE):
+        name = "teacher_logp" if code == ERR_TEACHER_RANGE else "student_logp"
+        return logp_range_message(name, found, row, pos, int(expected))
     return f"segment_advantage: unknown native error code {code}"
 
 
@@ -143,15 +148,14 @@ def check_logp_range(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
     B, L = teacher_logp.shape
     if not B * L:
         return
-    bound = _FP32_HALF / (2 * L)
-    pairs = [torch.aminmax(x.detach()) for x in (teacher_logp, student_logp)]   # no copy
-    ends = torch.stack([v.float() for lo, hi in pairs for v in (-lo, hi)]).tolist()  # 1 read
-    for k, (name, x) in enumerate((("teacher_logp", teacher_logp),
-                                   ("student_logp", student_logp))):
-        if max(ends[2 * k], ends[2 * k + 1]) <= bound:   # the common case: finite and small
-            continue
-        big = torch.nan_to_num(x.detach().float(), nan=0.0, posinf=0.0, neginf=0.0).abs()
-        if float(big.amax()) <= bound:
+    bound = logp_bound(L)
+    # Largest finite magnitude of each tensor, both in one read. NaN/inf are zeroed first:
+    # NaN padding is legal and common, and aminmax/amax would propagate it (issue 44).
+    pair = (("teacher_logp", teacher_logp), ("student_logp", student_logp))
+    bigs = [torch.nan_to_num(x.detach().abs(), nan=0.0, posinf=0.0).float() for _, x in pair]
+    peaks = torch.stack([big.amax() for big in bigs]).tolist()                 # 1 read
+    for (name, x), big, peak in zip(pair, bigs, peaks):
+        if peak <= bound:          # the common case: every finite value is small
             continue
         used = segment_ids >= 0
         if response_mask is not None:
@@ -161,10 +165,7 @@ def check_logp_range(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
         bad = used & (big > bound)
         if bool(bad.any()):
             r, p = _first(bad)
-            raise ValueError(f"{name}: {float(x[r, p]):g} at row {r}, position {p} is too large "
-                             f"in magnitude: a segment's sum of teacher_logp - student_logp "
-                             f"could overflow float32 (|log-prob| must stay within 1.7e38 / "
-                             f"(2 L) = {bound:.3g} where used)")
+            raise ValueError(logp_range_message(name, float(x[r, p]), r, p, L))
 
 
 def check_advantage_range(advantages: torch.Tensor, lam: float, alpha: float,
@@ -180,10 +181,26 @@ def check_advantage_range(advantages: torch.Tensor, lam: float, alpha: float,
     bad = torch.isfinite(a) & (a.abs() * c > _FP32_HALF)
     if bool(bad.any()):
         r = int(bad.nonzero()[0, 0])
-        raise ValueError(f"advantages: {float(a[r]):g} at row {r} times the largest segment "
-                         f"coefficient {c:g} ((1 - lam) + lam * rho_max * (1 + alpha)) exceeds "
-                         f"half the float32 range ({_FP32_HALF:.3g}): the effective advantage "
-                         f"would not be finite; scale the advantages down or lower rho_max")
+        raise ValueError(advantage_range_message(float(a[r]), r, c))
+
+
+def logp_bound(L: int) -> float:
+    """Largest |log-prob| allowed where used: half the float32 range over 2 L (a segment's
+    sum of teacher - student then cannot overflow; docs/api.md "Accepted ranges")."""
+    return _FP32_HALF / (2 * L)
+
+
+def logp_range_message(name: str, value: float, r: int, p: int, L: int) -> str:
+    return (f"{name}: {value:g} at row {r}, position {p} is too large in magnitude: a "
+            f"segment's sum of teacher_logp - student_logp could overflow float32 (|log-prob| "
+            f"must stay within 1.7e38 / (2 L) = {logp_bound(L):.3g} where used)")
+
+
+def advantage_range_message(value: float, r: int, c: float) -> str:
+    return (f"advantages: {value:g} at row {r} times the largest segment coefficient {c:g} "
+            f"((1 - lam) + lam * rho_max * (1 + alpha)) exceeds half the float32 range "
+            f"({_FP32_HALF:.3g}): the effective advantage would not be finite; scale the "
+            f"advantages down or lower rho_max")
 
 
 def check_arguments(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
@@ -307,3 +324,62 @@ def check_nonempty_segments(counts: torch.Tensor, num_segments: torch.Tensor) ->
     if bool(bad.any()):
         r, kk = _first(bad)
         raise ValueError(error_message(ERR_EMPTY_SEGMENT, r, 0, kk, 0))
+
+
+# ---------------------------------------------------------------------------------------
+# The error word of the single-pass kernels (triton_kernels.py; issue 44). Each broken rule
+# at (row, position) has the key  rank * 2**KEY_SHIFT + row * max(L, 1) + position, where
+# the rank orders the rules as the checks above run them (check_advantage_range, then
+# check_logp_range, then check_values' rules, then empty segments). The smallest key is the
+# error these checks raise first; kernels keep it with one atomic max of KEY_NONE - key
+# into a zeroed int64 word (0 = no error).
+# ---------------------------------------------------------------------------------------
+KEY_SHIFT = 58
+KEY_NONE = 2 ** 62
+RANK_ADVANTAGE_RANGE, RANK_TEACHER_RANGE, RANK_STUDENT_RANGE = 0, 1, 2
+RANK_OF_ERR = {ERR_ID_BELOW_MINUS_ONE: 3, ERR_ID_ORDER: 4, ERR_MASK_VALUE: 5,
+               ERR_ADVANTAGE_NONFINITE: 6, ERR_TEACHER_NONFINITE: 7,
+               ERR_STUDENT_NONFINITE: 8, ERR_EMPTY_SEGMENT: 9}
+RANK_TOO_MANY_SEGMENTS = 10      # a row with more segments than the table holds
+
+
+def decode_error_word(word: int, L: int) -> tuple[int, int, int]:
+    """(rank, row, position) of a non-zero error word."""
+    key = KEY_NONE - int(word)
+    rank, rest = divmod(key, 2 ** KEY_SHIFT)
+    row, pos = divmod(rest, max(L, 1))
+    return rank, row, pos
+
+
+def error_word_message(rank: int, r: int, p: int, teacher_logp, student_logp, segment_ids,
+                       advantages, response_mask, num_segments, coefficient: float,
+                       max_segments: Optional[int]) -> str:
+    """The message the host checks raise for the error (rank, row r, position p); the values
+    it quotes are read from the inputs (the error path only)."""
+    L = teacher_logp.shape[1]
+    if rank == RANK_ADVANTAGE_RANGE:
+        return advantage_range_message(float(advantages[r].double()), r, coefficient)
+    if rank in (RANK_TEACHER_RANGE, RANK_STUDENT_RANGE):
+        name, x = (("teacher_logp", teacher_logp) if rank == RANK_TEACHER_RANGE
+                   else ("student_logp", student_logp))
+        return logp_range_message(name, float(x[r, p]), r, p, L)
+    if rank == RANK_TOO_MANY_SEGMENTS:
+        return (f"max_segments: row {r} has {int(num_segments[r])} segments, more than "
+                f"max_segments={max_segments}")
+    code = {v: k for k, v in RANK_OF_ERR.items()}[rank]
+    if code == ERR_ID_ORDER:
+        row = segment_ids[r].long()
+        prev = torch.nn.functional.pad(row[:-1], (1, 0), value=-1)
+        starts = int(((row[:p + 1] >= 0) & (row[:p + 1] != prev[:p + 1])).sum())
+        return error_message(code, r, p, int(row[p]), starts - 1)
+    if code == ERR_ID_BELOW_MINUS_ONE:
+        return error_message(code, r, p, int(segment_ids[r, p]), 0)
+    if code == ERR_MASK_VALUE:
+        return error_message(code, r, p, response_mask[r, p].item(), 0)
+    if code == ERR_ADVANTAGE_NONFINITE:
+        return error_message(code, r, 0, advantages[r].item(), 0)
+    if code == ERR_TEACHER_NONFINITE:
+        return error_message(code, r, p, teacher_logp[r, p].item(), 0)
+    if code == ERR_STUDENT_NONFINITE:
+        return error_message(code, r, p, student_logp[r, p].item(), 0)
+    return error_message(ERR_EMPTY_SEGMENT, r, 0, p, 0)

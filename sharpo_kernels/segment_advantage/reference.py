@@ -2,8 +2,7 @@
 §2 and §4), on any device.
 
 Vectorised: per-segment sums are one `index_add_` over flattened (row, segment) slots, the
-per-segment weights are [B, Kmax] tensor math (segment_table.py, shared with the triton and
-cuda backends), and the token advantages are one `gather`. No Python loop over rows or
+per-segment weights are [B, Kmax] tensor math (segment_table.py), and the token advantages are one `gather`. No Python loop over rows or
 segments. All math in fp32. The tests compare every backend with it and with the float64
 loop oracle (sharpo_kernels/testing.py).
 

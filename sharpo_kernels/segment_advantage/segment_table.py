@@ -1,13 +1,13 @@
-"""The [B, Kmax] segment-table math of docs/method.md §4, shared by the torch, triton and
-cuda backends of segment_advantage (the cpp backend does the same math in C++,
-csrc/segment_advantage_cpu.cpp):
+"""The [B, Kmax] segment-table math of docs/method.md §4 of the torch reference (the cpp
+backend does the same math in C++, csrc/segment_advantage_cpu.cpp; the triton and cuda
+backends inside their single pass, triton_kernels.py and csrc/segment_advantage_cuda.cu):
 
     group_rows            trajectory of every row (traj_index -> 0..T-1)
     segment_coefficients  gap, w, rho and coef = (1-lam) + lam*rho*w from per-segment sums
 
-Each backend computes the per-segment sums of teacher - student and the counts its own way
-(torch: index_add_ in reference.py; triton: triton_kernels.py; cuda: csrc/), then calls
-`segment_coefficients`, then scatters coef back onto the tokens. All math in fp32.
+reference.py computes the per-segment sums of teacher - student and the counts with
+index_add_, then calls `segment_coefficients`, then scatters coef back onto the tokens. All
+math in fp32. `group_rows` also serves the cpp backend's traj_index.
 """
 from __future__ import annotations
 

@@ -111,13 +111,16 @@ def tree_logprobs(model, seqs: list[list[int]], num_scored: list[int], *,
                   temperature: float = 1.0, shared_prefix: bool = True,
                   min_shared_tokens: int = 16, max_batch_tokens: int = 65536,
                   chunk_tokens: int = 256, autocast_bf16: bool = True,
-                  stats: Optional[ScoreStats] = None, return_entropy: bool = False):
+                  stats: Optional[ScoreStats] = None, return_entropy: bool = False,
+                  entropy_grad: bool = True):
     """Log-probs [num_scored[j]] (fp32, on the model's device) of the last num_scored[j]
     tokens of each seqs[j] (each sequence needs >= 1 token before them), shared prefixes
     run once. Differentiable when
     called with grad enabled (the update pass): a shared prefix's KV cache is part of the
     graph, so its gradient collects every suffix's contribution, exactly as separate
-    forwards would. ``return_entropy``: also the entropies, as a second list."""
+    forwards would. ``return_entropy``: also the entropies, as a second list;
+    ``entropy_grad=False``: without their gradient (a metric), which lets a frozen lm_head
+    (LoRA) take linear_logprobs' two-matmul path (docs/api.md, "Frozen head")."""
     from sharpo_kernels import linear_logprobs
 
     if len(seqs) != len(num_scored):
@@ -204,7 +207,7 @@ def tree_logprobs(model, seqs: list[list[int]], num_scored: list[int], *,
     # run with NonFiniteTrainingError (one line, last good checkpoint kept)
     out = linear_logprobs(H, weight, torch.cat(labels).to(device), bias=bias,
                           temperature=temperature, return_entropy=return_entropy,
-                          check_finite=False)
+                          check_finite=False, entropy_grad=entropy_grad)
     if return_entropy:
         return list(out[0].float().split(sizes)), list(out[1].float().split(sizes))
     return list(out.float().split(sizes))

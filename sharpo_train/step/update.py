@@ -22,9 +22,10 @@ from .scoring import tree_logprobs
 def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[int]], width: int,
                     *, temperature: float = 1.0, autocast_bf16: bool = True,
                     with_entropy: bool = True, shared_prefix: Optional[dict] = None,
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """-> (logp [b, width], entropy [b, width]) fp32 on the model's device, 0 at padding.
-    Gradients flow to the model. ``shared_prefix`` (tree_logprobs options): run prompts
+    Gradients flow to the model (to the entropy only with ``entropy_grad``: without it, a
+    frozen lm_head, as under LoRA, takes linear_logprobs' two-matmul path). ``shared_prefix`` (tree_logprobs options): run prompts
     that rows share once (the same gradient; rows of a micro-batch with one prompt)."""
     from sharpo_kernels import linear_logprobs
 
@@ -32,7 +33,8 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
         seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
         logps, ents = tree_logprobs(model, seqs, [len(r) for r in response_ids],
                                     temperature=temperature, autocast_bf16=autocast_bf16,
-                                    return_entropy=True, **shared_prefix)
+                                    return_entropy=True, entropy_grad=entropy_grad,
+                                    **shared_prefix)
         lp = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in logps])
         en = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in ents])
         return lp, en
@@ -56,8 +58,10 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
     rows_t = torch.tensor(rows, device=device)
     h = hidden[rows_t, torch.tensor(cols, device=device)].to(weight.dtype)     # [N, H]
     labels = torch.cat([torch.tensor(r, dtype=torch.long) for r in response_ids]).to(device)
+    # check_finite=False: the trainer checks the loss
     out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
-                          return_entropy=with_entropy, check_finite=False)   # trainer checks the loss
+                          return_entropy=with_entropy, check_finite=False,
+                          entropy_grad=entropy_grad)
     logp, ent = out if with_entropy else (out, torch.zeros_like(out))
     dst_t = torch.tensor(dst, device=device)
     lp = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), logp.float())
@@ -110,7 +114,7 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
                 logp, ent = policy_logprobs(
                     model, [batch.prompt_ids[r] for r in idx], [batch.response_ids[r] for r in idx],
                     batch.width, temperature=temperature, autocast_bf16=cfg.model.autocast_bf16,
-                    shared_prefix=shared)
+                    shared_prefix=shared, entropy_grad=bool(lo.entropy_coef))
                 adv = advantages[idx].to(device)
                 pg, clipped = policy_loss(logp, old_logp[idx].to(device), adv, lo)
                 pg_loss = aggregate(pg, w)

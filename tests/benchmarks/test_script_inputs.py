@@ -143,6 +143,7 @@ def test_bench_estimators_refuses_a_batch_that_cannot_fit(capsys):
     ({"SHARPO_BENCH_SHAPE": "a,b,c"}, "SHARPO_BENCH_SHAPE"),
     ({"SHARPO_BENCH_ROUNDS": "0"}, "SHARPO_BENCH_ROUNDS"),
     ({"SHARPO_BENCH_PAIRS": "-1"}, "SHARPO_BENCH_PAIRS"),
+    ({"SHARPO_BENCH_FROZEN_N": "0"}, "SHARPO_BENCH_FROZEN_N"),
     ({"SHARPO_BENCH_OUT": "/etc/bench.md"}, "refusing to write"),
 ])
 def test_bench_logprobs_refuses_bad_environment(monkeypatch, env, needle):

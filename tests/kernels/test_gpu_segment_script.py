@@ -78,3 +78,26 @@ def test_tile_sweep_script_without_cuda(capsys):
     if not torch.cuda.is_available():
         assert mod.main([]) == 0
         assert "no CUDA device" in capsys.readouterr().out
+
+
+def test_error_checks_pass_on_cpu_backends(script):
+    """check_errors: each broken rule raises torch's message on the CPU backends here, and
+    a backend that raises nothing is reported."""
+    from sharpo_kernels import _backend
+    backends = [b for b in _backend.usable_backends(torch.device("cpu"), ("cpp", "triton"))]
+    rows = script.check_errors(torch.device("cpu"), backends)
+    assert len(rows) == len(script.ERROR_RULES) * len(backends)
+    assert all(ok for *_, ok in rows), rows
+
+
+def test_a_backend_that_misses_an_error_fails(script, monkeypatch):
+    real = sk.segment_advantage
+
+    def lenient(*args, backend=None, **kw):
+        if backend == "torch":
+            return real(*args, backend="torch", **kw)
+        return None
+
+    monkeypatch.setattr(sk, "segment_advantage", lenient)
+    rows = script.check_errors(torch.device("cpu"), ["fake"])
+    assert rows and not any(ok for *_, ok in rows)

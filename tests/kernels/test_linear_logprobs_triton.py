@@ -22,6 +22,28 @@ def _run(fn, hidden, weight, bias, g_lp, g_ent, dt=None):
     return lp, ent, [t.grad for t in leaves]
 
 
+def _against_reference(gen, cfg, hidden, weight, bias, labels, temperature):
+    """(logp, entropy, grads) of the triton op with `cfg` and of the float64 reference,
+    under random upstream gradients of both outputs."""
+    from sharpo_kernels.logprobs.linear_triton import linear_logprobs_triton
+    n = hidden.shape[0]
+    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+    got = _run(lambda a, w, b: linear_logprobs_triton(
+        a, w, labels, b, temperature, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
+    want = _run(lambda a, w, b: linear_logprobs_reference(
+        a, w, labels, bias=b, temperature=temperature, return_entropy=True),
+        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    return got, want
+
+
+def _assert_grads(grads, rgrads, g_tol):
+    """Finite, and within g_tol (absolute: relative to the largest reference entry)."""
+    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
+        assert torch.isfinite(g).all(), name
+        tol = g_tol * max(1.0, rg.abs().max().item())
+        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+
+
 @pytest.mark.parametrize("dtype,g_tol", [(torch.float32, 2e-5), (torch.bfloat16, 1.6e-2)])
 @pytest.mark.parametrize("splits", [1, 3, 100])
 def test_small_tiles(dtype, g_tol, splits, poisoned_alloc):
@@ -39,18 +61,11 @@ def test_small_tiles(dtype, g_tol, splits, poisoned_alloc):
     labels[[0, 5, 36]] = -100
     labels[7] = v - 1                          # label in the ragged last tile
     cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=splits)
-    g_lp, g_ent = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
-    lp, ent, grads = _run(lambda a, w, b: linear_logprobs_triton(
-        a, w, labels, b, 0.9, -100, True, cfg), hidden, weight, bias, g_lp, g_ent)
-    rlp, rent, rgrads = _run(lambda a, w, b: linear_logprobs_reference(
-        a, w, labels, bias=b, temperature=0.9, return_entropy=True),
-        hidden, weight, bias, g_lp, g_ent, dt=torch.float64)
+    (lp, ent, grads), (rlp, rent, rgrads) = _against_reference(
+        gen, cfg, hidden, weight, bias, labels, 0.9)
     torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5)
     torch.testing.assert_close(ent.double(), rent, rtol=2e-6, atol=2e-5)
-    for name, g, rg in zip(("hidden", "weight", "bias"), grads, rgrads):
-        assert torch.isfinite(g).all(), name
-        tol = g_tol * max(1.0, rg.abs().max().item())
-        torch.testing.assert_close(g.double(), rg, rtol=g_tol, atol=tol, msg=name)
+    _assert_grads(grads, rgrads, g_tol)
     assert (grads[1][:40] == 0).all() and (grads[2][:40] == 0).all()
     assert (lp[[0, 5, 36]] == 0).all() and (grads[0][[0, 5, 36]] == 0).all()
 
@@ -70,6 +85,46 @@ def test_forward_without_entropy_and_label_at_neg_inf(poisoned_alloc):
                                      bias=bias.double())
     assert lp[0] == float("-inf") and want[0] == float("-inf")
     torch.testing.assert_close(lp[1:].double(), want[1:], rtol=2e-6, atol=2e-5)
+
+
+@pytest.mark.parametrize("dtype,g_tol", [(torch.float32, 2e-5), (torch.bfloat16, 1.6e-2)])
+def test_unmasked_inner_loop(dtype, g_tol, poisoned_alloc):
+    """H a multiple of BLOCK_H: the H loop of both kernels loads without masks (masked-out
+    rows read row rows[0]'s index 0, masked-out columns the last valid one, and their
+    logits are discarded). Ragged rows and vocabulary, splits, several backward chunks,
+    -inf bias entries, ignored rows, entropy: the float64 reference."""
+    from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
+                                                           linear_logprobs_triton)
+    gen = torch.Generator().manual_seed(21)
+    n, h, v = 37, 32, 203                      # 2 H slices of 16, no H tail
+    hidden = torch.randn(n, h, generator=gen).to(dtype)
+    weight = (torch.randn(v, h, generator=gen) * 0.6).to(dtype)
+    bias = torch.randn(v, generator=gen).to(dtype)
+    bias[[0, 17, 202]] = float("-inf")
+    labels = torch.randint(18, v - 1, (n,), generator=gen)
+    labels[[1, 30]] = -100
+    labels[2] = v - 2                          # in the ragged last tile
+    hidden[0] *= 1e4                           # row 0's logits are large: a masked-out row
+    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3,
+                             chunk_bytes=n * 4 * 48)
+    (lp, ent, grads), (rlp, rent, rgrads) = _against_reference(
+        gen, cfg, hidden, weight, bias, labels, 0.8)
+    torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5 * 1e4)
+    torch.testing.assert_close(lp[1:].double(), rlp[1:], rtol=2e-6, atol=2e-5)
+    torch.testing.assert_close(ent[1:].double(), rent[1:], rtol=2e-6, atol=2e-5)
+    _assert_grads(grads, rgrads, g_tol)
+    assert (grads[1][[0, 17, 202]] == 0).all() and (grads[0][[1, 30]] == 0).all()
+
+
+def test_unmasked_h_choice():
+    """EVEN_H where H is a multiple of BLOCK_H, except the sm_90 d-logits kernel (its
+    registers would halve the resident CTAs: results/compiled_facts.md)."""
+    from sharpo_kernels.logprobs.linear_triton import LinearTritonConfig
+    cfg, cuda, cpu = LinearTritonConfig(), torch.device("cuda"), torch.device("cpu")
+    assert cfg.unmasked_h(4096, 64, cuda, arch=90) and cfg.unmasked_h(896, 64, cuda, arch=80)
+    assert not cfg.unmasked_h(4096, 64, cuda, phase="bwd", arch=90)
+    assert cfg.unmasked_h(4096, 64, cuda, phase="bwd", arch=80)
+    assert not cfg.unmasked_h(21, 16, cpu) and cfg.unmasked_h(32, 16, cpu, phase="bwd")
 
 
 def test_config_validation():

@@ -165,3 +165,55 @@ def test_log_probs_whose_segment_sum_overflows_are_refused(backend):
             ids2 = ids
         out = segment_advantage(t, s, ids2, adv, backend=backend, **kw)
         assert torch.isfinite(out.advantages).all()
+
+
+def _outcome(backend, *args, **kw):
+    try:
+        return segment_advantage(*args, backend=backend, **kw)
+    except ValueError as e:
+        return str(e)
+
+
+def test_log_prob_and_advantage_bounds_agree_at_the_edge():
+    """The two data bounds of "Accepted ranges", exactly at the edge and one float32 step
+    past it: every backend accepts the same values (and gives the same result) and refuses
+    the same ones with the same message. The single-pass kernels check them inside the
+    kernel, the others on the host."""
+    from sharpo_kernels.segment_advantage.checks import _FP32_HALF, logp_bound, max_coefficient
+    L = 4
+    edge = float(np.float32(logp_bound(L)))          # the bound as float32 compares it
+    past = float(np.nextafter(np.float32(edge), np.float32(math.inf)))
+    ids = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    s = -torch.rand(2, L, generator=torch.Generator().manual_seed(5))
+    adv = torch.tensor([1.0, -1.0])
+    for value, ok in ((edge, True), (-edge, True), (past, False), (-past, False)):
+        t = s.clone()
+        t[1, 2] = value
+        outs = [_outcome(b, t, s, ids, adv) for b in SEG_BACKENDS]
+        assert all(isinstance(o, str) != ok for o in outs), (value, outs)
+        if ok:
+            for o in outs[1:]:
+                torch.testing.assert_close(o.advantages, outs[0].advantages, rtol=1e-5, atol=0)
+        else:
+            assert len(set(outs)) == 1 and outs[0].startswith("teacher_logp: "), outs
+    c = max_coefficient(0.2, 0.5, 4.0)
+    a_edge = _FP32_HALF / c                          # |A| * c == half the range: accepted
+    for a, ok in ((a_edge, True), (float(np.nextafter(a_edge, math.inf)) * (1 + 1e-12), False)):
+        advs = torch.tensor([a, -1.0], dtype=torch.float64)
+        if torch.tensor(a).abs().double().item() * c > _FP32_HALF:
+            ok = False
+        outs = [_outcome(b, s, s, ids, advs) for b in SEG_BACKENDS]
+        assert all(isinstance(o, str) != ok for o in outs), (a, outs)
+        if not ok:
+            assert len(set(outs)) == 1 and outs[0].startswith("advantages: "), outs
+
+
+def test_nan_padding_keeps_the_log_prob_range_check_to_one_read():
+    """check_logp_range (the torch reference's host check): NaN padding, which is legal,
+    no longer defeats its one-read fast path (aminmax propagated NaN; issue 44)."""
+    from sharpo_kernels.dispatch_count import count_dispatch
+    from sharpo_kernels.segment_advantage.checks import check_logp_range
+    t, s, ids, _ = _batch()
+    t[0, 6] = s[0, 5] = float("nan")                 # padding: outside any segment
+    c = count_dispatch(check_logp_range, t, s, ids, None, None)
+    assert c.host_reads == 1, c.ops

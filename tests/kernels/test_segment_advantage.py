@@ -218,3 +218,17 @@ def test_default_backend_on_cpu():
     expected = "cpp" if "cpp" in BACKENDS else "torch"
     from sharpo_kernels.segment_advantage.api import SEGMENT_ADVANTAGE_BACKENDS
     assert _backend.resolve_backend(None, torch.device("cpu"), SEGMENT_ADVANTAGE_BACKENDS) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_strided_row_vectors(backend):
+    """advantages, has_teacher and traj_index as strided views (every other element of a
+    longer buffer) give the contiguous result (the kernels read them at b)."""
+    batch = random_batch(7, 30, segments=(1, 5), seed=12, traj_groups=3)
+    base = sk.segment_advantage(**batch, backend="torch")
+    strided = {k: torch.stack([batch[k], batch[k]], -1)[..., 1]
+               for k in ("advantages", "has_teacher", "traj_index")}
+    assert not strided["advantages"].is_contiguous()
+    res = sk.segment_advantage(**{**batch, **strided}, backend=backend)
+    for got, want in zip(res, base):
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)

@@ -154,3 +154,59 @@ def test_error_location_is_reported(backend):
     b["student_logp"][1, 3] = float("nan")
     with pytest.raises(ValueError, match=r"student_logp: .*row 1, position 3"):
         sk.segment_advantage(**b, backend=backend)
+
+
+def _message(batch, backend):
+    try:
+        sk.segment_advantage(**batch, backend=backend)
+    except (TypeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+@pytest.mark.parametrize("case,arg,exc,edit", CASES, ids=[c[0] for c in CASES])
+def test_same_message_on_every_backend(case, arg, exc, edit):
+    """The message (not only the argument named) is the same on every backend."""
+    batch = good()
+    edit(batch)
+    if case.startswith("backend-"):
+        pytest.skip("the backend argument itself")
+    msgs = {b: _message(dict(batch), b) for b in BACKENDS}
+    assert len(set(msgs.values())) == 1, msgs
+
+
+def _broken(seed):
+    """A random batch with several broken rules at random places (ids, mask values,
+    non-finite and too-large log-probs, advantages): the rules' priority decides which
+    error is reported."""
+    from sharpo_kernels.testing import random_batch
+    g = torch.Generator().manual_seed(seed)
+    b = random_batch(5, 23, segments=(1, 5), seed=seed)
+    b["traj_index"] = None
+    b["response_mask"] = b["response_mask"].to((torch.float32, torch.int32)[seed % 2])
+    for _ in range(int(torch.randint(1, 4, (1,), generator=g))):
+        kind = int(torch.randint(0, 7, (1,), generator=g))
+        r, p = int(torch.randint(0, 5, (1,), generator=g)), int(torch.randint(0, 23, (1,), generator=g))
+        if kind == 0:
+            b["segment_ids"][r, p] = -3
+        elif kind == 1:
+            b["segment_ids"][r, p] = 9
+        elif kind == 2:
+            b["response_mask"][r, p] = 0.5 if seed % 2 == 0 else 3
+        elif kind == 3:
+            b["teacher_logp"][r, p] = float("nan")
+        elif kind == 4:
+            b["student_logp"][r, p] = 1e37
+        elif kind == 5:
+            b["advantages"][r] = float("inf")
+        else:
+            b["response_mask"][r] = 0.0          # may empty a segment
+    return b
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_priority_between_rules_is_the_same(seed):
+    """Several broken rules at once: every backend reports the same one."""
+    b = _broken(seed)
+    msgs = {be: _message(dict(b), be) for be in BACKENDS}
+    assert len(set(msgs.values())) == 1, msgs

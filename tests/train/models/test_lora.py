@@ -258,3 +258,50 @@ def test_resume_after_a_kill_before_the_first_checkpoint_repeats_the_straight_ru
     sa, sb = (load_file(str(r / "checkpoints/step_000002/policy/adapter_model.safetensors"))
               for r in (straight, resumed))
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def _count_frozen_head(monkeypatch):
+    """Counts linear_logprobs' frozen-head forwards on the cpu backend (linear_frozen.py)."""
+    from sharpo_kernels.logprobs import linear_cpu
+
+    calls = []
+    real = linear_cpu.frozen_head_forward
+    monkeypatch.setattr(linear_cpu, "frozen_head_forward",
+                        lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("lora_on,entropy_coef,frozen", [(True, 0.0, True), (True, 0.01, False),
+                                                         (False, 0.0, False)])
+def test_lora_update_takes_the_frozen_head_path(tmp_path, warm_policy, monkeypatch, lora_on,
+                                                entropy_coef, frozen):
+    """Under LoRA the lm_head is frozen: the update scores with linear_logprobs' two-matmul
+    path (docs/api.md, "Frozen head"), unless the entropy bonus needs the entropy's
+    gradient; a full fine-tune (head trains) keeps the general path."""
+    calls = _count_frozen_head(monkeypatch)
+    over = {"model__lora": dict(LORA)} if lora_on else {}
+    train(small_config(tmp_path / "r", init_from=warm_policy, total_steps=1,
+                       loss__entropy_coef=entropy_coef, **over))
+    assert bool(calls) == frozen, calls
+
+
+def test_lora_frozen_head_gradients_equal_the_general_path(monkeypatch):
+    """The adapters' gradients through the frozen-head path equal those through the
+    general path (the same loss on the log-probs), and the path was taken."""
+    from sharpo_train.step.update import policy_logprobs
+
+    calls = _count_frozen_head(monkeypatch)
+    model, _ = lora_model(seed=3)
+    model.train()
+    prompts, responses = [[1, 2, 3], [4, 5]], [[6, 7, 8, 9], [10, 11]]
+    grads = []
+    for entropy_grad in (False, True):
+        model.zero_grad(set_to_none=True)
+        lp, _ = policy_logprobs(model, prompts, responses, 4, autocast_bf16=False,
+                                entropy_grad=entropy_grad)
+        (lp * torch.linspace(-1, 2, lp.numel()).view_as(lp)).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert calls == [6]
+    assert grads[0].keys() == grads[1].keys() and all("lora_" in n for n in grads[0])
+    for n in grads[0]:
+        torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-6, msg=n)
