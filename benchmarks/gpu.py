@@ -15,6 +15,11 @@
    the device is not in it), and sharpo's compiled bound: the floor the throughput model
    of benchmarks/compiled_facts.py puts on the same kernel at that shape for this GPU
    (docs/gpu_kernels.md), so that the first minutes on a GPU confirm or refute it.
+3. The RL rows (benchmarks/gpu_rl.py): a random per-token upstream gradient, trainable and
+   frozen head, entropy, bias, real-model-like peaked logits, the policy loss fused and
+   unfused; Liger (fused linear CE reduction="none", its GRPO loss) and Cut Cross-Entropy
+   (reduction="none", filter on and off) in the same process, "not installed" rows when
+   absent. They stop starting at --budget-s seconds from the start (default 240).
 
 Traffic and work counted (minimal, implementation-independent):
     token  fwd: read N*V logits; fwd+bwd: + read them again and write N*V gradients.
@@ -400,13 +405,28 @@ def check_at_scale(n=2048, h=896, v=151936) -> list:
             Check("scale token fp32 logp vs fp32 torch", _rel_err(got_tok, want), 1e-5)]
 
 
+def rl_shapes(quick: bool) -> list:
+    """(N, H, V) of the RL rows (benchmarks/gpu_rl.py): the issue-45 target shape first,
+    then the Qwen2.5-0.5B head; --quick: the Qwen head alone."""
+    qwen = (2048, 896, 151936)
+    return [qwen] if quick else [(8192, 4096, 151936), qwen]
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _inputs import Parser, check_output, starts_with
     ap = Parser(prog="gpu.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
     ap.add_argument("--quick", action="store_true", help="one shape per suite")
+    ap.add_argument("--budget-s", type=float, default=240.0,
+                    help="seconds from the start after which no RL row starts (the rows left "
+                         "say 'skipped: time budget'); gpu_session.sh must stay under 5 min")
+    ap.add_argument("--no-rl", action="store_true", help="leave out the RL rows (gpu_rl.py)")
     args = ap.parse_args(argv)
+    if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
+        print(f"error: gpu.py: --budget-s: expected a positive number of seconds, got "
+              f"{args.budget_s}", file=sys.stderr)
+        return 2
     if args.out is not None:     # before any work; never a file this script did not make
         try:
             check_output(args.out, "--out", starts_with("device: "))
@@ -442,6 +462,12 @@ def main(argv=None) -> int:
         except Exception as exc:   # the timings are still worth having
             print(f"compiled bounds unavailable: {type(exc).__name__}: {exc}")
     rows = run_timings(shapes_token, shapes_linear, peaks, bounds)
+    rl_notes = []
+    if not args.no_rl:
+        from gpu_rl import run_rl_timings
+        rl_rows, rl_notes = run_rl_timings(rl_shapes(args.quick), t0 + args.budget_s, _bench,
+                                           _peak_extra, Row)
+        rows += rl_rows
     import triton
     head = (f"device: {name}; torch {torch.__version__}, triton {triton.__version__}; "
             f"{platform.node()}; {time.time() - t0:.0f} s\n"
@@ -450,6 +476,8 @@ def main(argv=None) -> int:
     check_md = "\n".join(f"- {'ok' if c.ok else 'FAIL'} {c.name}: {c.err:.2e} (tol {c.tol:.0e})"
                          for c in checks)
     report = head + "\nChecks:\n" + check_md + "\n\n" + fmt_table(rows, peaks) + "\n"
+    if rl_notes:
+        report += "\n" + "\n".join(f"- {line}" for line in rl_notes) + "\n"
     print(report)
     if args.out:
         with open(args.out, "w") as f:

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The prepared GPU run: one call on a lent H100/H200 (about 8 minutes), from the repository
-# root, nothing installed beyond the machine's own torch, triton and nvcc:
+# The prepared GPU run: one call on a lent H100/H200 (about 3 minutes, at most 5: the step
+# limits below add up to 290 s, plus the machine lines), from the repository root, nothing
+# installed beyond the machine's own torch, triton and nvcc (and benchmarks/wheels/*.whl when
+# `make gpu-wheels` filled it: Liger-Kernel and Cut Cross-Entropy, installed --no-index):
 #
 #     OUT=DIR bash benchmarks/gpu_session.sh
 #
 # 1. builds the native module in place with its CUDA kernels (the default architectures,
 #    setup.py) and lists the GPU code in it (cuobjdump);
-# 2. benchmarks/gpu_segment.py (under 5 minutes): segment_advantage, every GPU backend
+# 2. benchmarks/gpu_segment.py (about a minute; stopped at 90 s): segment_advantage, every GPU backend
 #    against torch, timed at three shapes and as a CUDA graph replay, and
 #    timed (DIR/segment_advantage_gpu.md);
 # 3. benchmarks/gpu.py: the Triton log-prob kernels against the float64 reference, then
 #    timed against naive torch and the other installed implementations, next to the
-#    compiled bound (DIR/logprobs_gpu.md).
+#    compiled bound, and the RL rows (benchmarks/gpu_rl.py; no new row starts after 85 s)
+#    (DIR/logprobs_gpu.md).
 # Each step has its own time limit, so one that hangs leaves the others' results; the whole
 # log is DIR/session.log. Exit status: the number of steps that failed.
 set -u
@@ -29,7 +32,7 @@ torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 
   step "native module (CUDA kernels, default architectures)"
   start=$(date +%s)
-  if timeout 300 python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1; then
+  if timeout 60 python3 setup.py -q build_ext --inplace >"$OUT/build.log" 2>&1; then
     echo "built in $(( $(date +%s) - start )) s"
     so=$(ls _sharpo_native*.so | head -n 1)
     cuobjdump --list-elf "$so"; cuobjdump --list-ptx "$so"
@@ -40,12 +43,20 @@ b.native_has_cuda(), 'runs on this GPU:', b.native_cuda_code_for(torch.device('c
     failed=$((failed + 1))
   fi
 
+  step "Liger-Kernel and Cut Cross-Entropy wheels (make gpu-wheels), for gpu.py's RL rows"
+  if ls benchmarks/wheels/*.whl >/dev/null 2>&1; then
+    timeout 20 python3 -m pip install -q --no-index --no-deps benchmarks/wheels/*.whl \
+      || echo "wheel install failed (rc $?): their rows will say 'not installed'"
+  else
+    echo "no benchmarks/wheels/*.whl: their rows will say 'not installed'"
+  fi
+
   step "segment_advantage on the GPU"
-  timeout 280 python3 benchmarks/gpu_segment.py --out "$OUT/segment_advantage_gpu.md" \
+  timeout 90 python3 benchmarks/gpu_segment.py --out "$OUT/segment_advantage_gpu.md" \
     || { echo "gpu_segment.py rc $?"; failed=$((failed + 1)); }
 
   step "log-prob kernels on the GPU"
-  timeout 330 python3 benchmarks/gpu.py --out "$OUT/logprobs_gpu.md" \
+  timeout 120 python3 benchmarks/gpu.py --budget-s 85 --out "$OUT/logprobs_gpu.md" \
     || { echo "gpu.py rc $?"; failed=$((failed + 1)); }
   step "done: $failed step(s) failed"
   exit "$failed"

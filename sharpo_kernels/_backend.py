@@ -45,6 +45,7 @@ OP_BACKENDS = {
     "segment_advantage": ("cpp", "cuda", "triton", "torch"),
     "token_logprobs": ("cpu", "triton", "torch"),
     "linear_logprobs": ("cpu", "triton", "torch"),
+    "linear_policy_loss": ("cpu", "triton", "torch"),
 }
 
 _NATIVE_UNSET = object()

@@ -44,6 +44,51 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+_GIVEN = "_sharpo_options_given"     # namespace attribute of _StoreOnce (removed after parsing)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """An option that takes a value, given at most once (``--config A --config B``, ``--seeds
+    1 --seeds 2``: argparse keeps the last silently); the second is a parser error naming
+    both values."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault(_GIVEN, {})
+        if self.dest in given:
+            parser.error(f"{option_string}: given twice ({given[self.dest]!r} and {values!r}); "
+                         f"give it once")
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _options_once(parser: argparse.ArgumentParser) -> None:
+    """Every value-taking option of ``parser`` and its subcommands (however deep) becomes a
+    ``_StoreOnce``."""
+    for action in parser._actions:
+        if type(action) is argparse._StoreAction and action.option_strings:
+            action.__class__ = _StoreOnce
+        elif isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                _options_once(sub)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line as a namespace: an option given twice is an error (``_StoreOnce``);
+    ``key=value`` items after a flag join the overrides (``compare env=corridor --quick
+    sft.max_steps=600``, as Hydra-style command lines mix them); anything else left over
+    is an error, as argparse gives it."""
+    parser = build_parser()
+    _options_once(parser)
+    args, extra = parser.parse_known_args(argv)
+    vars(args).pop(_GIVEN, None)
+    if extra:
+        if not isinstance(getattr(args, "overrides", None), list) or \
+                any(a.startswith("-") or "=" not in a for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = args.overrides + extra
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sharpo", description="GRPO/SHARPO agentic RL")
     parser.add_argument("--version", action="version", version=f"sharpo {__version__}")
@@ -103,7 +148,7 @@ def _pipe_closed() -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     with signals_as_exceptions():
         try:
             check_args(args)

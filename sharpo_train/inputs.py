@@ -14,7 +14,8 @@ of every command").
   shell expands it, sharpo does not:
   ``run_dir=~/x`` would make a folder named ``~``), each name at most 255 bytes and the
   whole at most 4095 (the limits of Linux file systems, so a too-long name is refused
-  here, not an OSError later);
+  here, not an OSError later); a ``..`` that follows a folder that does not exist is
+  refused (``up_through_missing``);
 - ``file_problem(path)``: what keeps ``path`` from being read as a regular file, in words
   ("missing", "a folder, not a regular file", "Permission denied"), or None;
 - ``check_input_file(key, value)``: a file to read (``--config``, ``--demos``): a path that
@@ -110,7 +111,30 @@ def check_path(key: str, value: Any) -> str:
         if len(part) > NAME_MAX:
             raise ConfigError(f"{key}: a name of {len(part)} bytes in the path "
                               f"({shown(value)}); the limit is {NAME_MAX}")
+    missing = up_through_missing(value)
+    if missing is not None:
+        raise ConfigError(f"{key}: {shown(value)} goes up ('..') out of {shown(missing)}, "
+                          f"which is not an existing folder: the system cannot resolve it, "
+                          f"and a writer that created the folder would land elsewhere than "
+                          f"the rules checked; write the path without it "
+                          f"({shown(os.path.normpath(value))})")
     return value
+
+
+def up_through_missing(value: str) -> str | None:
+    """The part of the path ``value`` before its first ``..`` that does not name an
+    existing folder (``nodir`` of ``nodir/../proj``), or None. Such a path exists for no
+    reader (the kernel resolves ``nodir`` first), yet ``mkdir(parents=True)`` would create
+    ``nodir`` and write into ``proj``: every rule that asks ``exists()`` of it would have
+    checked a path other than the one written, so it is refused here, once, for every
+    command and setting (issue 47: ``run_dir=nodir/../proj`` overwrote ``proj``)."""
+    parts = value.split("/")
+    for i, part in enumerate(parts):
+        if part == ".." and i > 0:
+            prefix = "/".join(parts[:i]) or "/"
+            if not os.path.isdir(prefix):
+                return prefix
+    return None
 
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a fifo (named pipe)"),

@@ -177,7 +177,15 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
         return []
     if not path.is_file():              # a fifo would block the reader, a folder fail
         raise UsageError(f"{path}: not a regular file (move it away)")
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return jsonl_rows(path.read_text(encoding="utf-8", errors="replace"), path,
+                      torn_tail_ok=torn_tail_ok)
+
+
+def jsonl_rows(text: str, where: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
+    """The records of JSON-lines ``text`` (``read_jsonl``'s rule: a torn last line dropped
+    when ``torn_tail_ok``, any other line that is not a JSON object a UsageError naming
+    ``where`` and the line)."""
+    lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     out = []
@@ -185,12 +193,22 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = True) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = loads_json(line, f"{path}:{n}")
+            row = loads_json(line, f"{where}:{n}")
         except UsageError:                  # not JSON, or nested too deeply
             if torn_tail_ok and n == len(lines):
                 break
             raise
         if not isinstance(row, dict):
-            raise UsageError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+            raise UsageError(f"{where}:{n}: expected a JSON object, got {type(row).__name__}")
         out.append(row)
     return out
+
+
+def file_sha256(path: str | Path) -> str:
+    """The hex sha256 of the file ``path`` (read in 1 MiB blocks)."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -280,14 +280,27 @@ SFT_NAMES = ("config.json", "generation_config.json", "model.safetensors",
              "chat_template.*", "*.jinja", SFT_MARKER)
 
 
-def _sft_owned(out: Path) -> Callable[[str], bool]:
-    """name -> True when an earlier `sharpo sft` output in ``out`` wrote it (its marker
-    lists it)."""
+def sft_name(name) -> bool:
+    """``name`` is one a `sharpo sft` output writes (``SFT_NAMES``): a plain name, no path."""
+    return isinstance(name, str) and "/" not in name and name not in ("", ".", "..") and \
+        any(fnmatch.fnmatchcase(name, pat) for pat in SFT_NAMES)
+
+
+def _marker_files(out: Path) -> set:
+    """The names an earlier `sharpo sft` output's marker in ``out`` lists, kept only where
+    they are names the command writes (``sft_name``): a marker is a file anyone can write,
+    so it never leads to replacing or deleting anything else (``thesis.md``)."""
     old = _marker(out)
     if old is None:
-        return lambda name: False
-    listed = {n for n in old.get("files", []) if isinstance(n, str)} | {SFT_MARKER}
-    return listed.__contains__
+        return set()
+    files = old.get("files", [])
+    return {n for n in (files if isinstance(files, list) else []) if sft_name(n)} | {SFT_MARKER}
+
+
+def _sft_owned(out: Path) -> Callable[[str], bool]:
+    """name -> True when an earlier `sharpo sft` output in ``out`` wrote it (its marker
+    lists it, and it is one of the names the command writes)."""
+    return _marker_files(out).__contains__
 
 
 def _refuse_replacing(out: Path, names, key: str) -> None:
@@ -319,8 +332,7 @@ def check_out_dir(path: str | Path, key: str, force: bool = False) -> Path:
                          f"a sharpo sft output (no valid {SFT_MARKER})")
     if p.is_dir():
         with os.scandir(p) as it:
-            names = [e.name for e in it if any(fnmatch.fnmatchcase(e.name, pat)
-                                               for pat in SFT_NAMES)]
+            names = [e.name for e in it if sft_name(e.name)]
         _refuse_replacing(p, names, key)
     return p
 
@@ -351,11 +363,9 @@ def install_dir(build: Path, out: str | Path, command: str) -> None:
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)      # ours: new_build_dir made it
         raise
-    old = _marker(out)
-    for name in (old or {}).get("files", []):
-        f = out / str(name)
-        if isinstance(name, str) and "/" not in name and name not in (".", "..") \
-                and f.is_file() and not f.is_symlink():
+    for name in sorted(_marker_files(out) - {SFT_MARKER}):    # the command's own names only
+        f = out / name
+        if f.is_file() and not f.is_symlink():
             f.unlink()
     for name in names + [SFT_MARKER]:
         os.replace(build / name, out / name)

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # the modules at sharpo_train's root that every room may build on
 BASE = ("errors", "checks", "tags", "io", "hint", "inputs", "failures", "outputs")
-KERNELS = ("__init__", "_backend", "segment_advantage", "logprobs", "compiled", "testing")
+KERNELS = ("__init__", "_backend", "segment_advantage", "logprobs", "policy_loss", "compiled",
+           "testing")
 
 # package -> room -> the rooms it may import (the other package counts as one room)
 ALLOWED = {
@@ -27,8 +28,9 @@ ALLOWED = {
         "dispatch_count": (),            # launches and host reads per call (tests, benchmarks)
         "segment_advantage": ("_backend", "compiled"),   # compiled: the compile specs'
         "logprobs": ("_backend", "compiled"),            # variants (compiled/variants.py)
+        "policy_loss": ("_backend", "logprobs"),         # linear_policy_loss on their kernels
         "compiled": ("_backend", "segment_advantage", "logprobs"),   # loads them by name
-        "__init__": ("_backend", "segment_advantage", "logprobs"),
+        "__init__": ("_backend", "segment_advantage", "logprobs", "policy_loss"),
         "testing": ("__init__", "_backend", "segment_advantage", "logprobs"),
         "__main__": KERNELS,
     },

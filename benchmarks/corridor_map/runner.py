@@ -17,7 +17,6 @@ weights) and per RL run ``<slug>-seed<k>/{eval.json, metrics.jsonl, unit.json}``
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import shutil
 import time
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _inputs import InputError    # a refusal: map.py prints it as one line, exit 2
+from sharpo_train.io import file_sha256
 
 from .grid import RUN_FILES, UNIT_FILE, WARM_FILE, Cell, Unit
 
@@ -82,11 +82,7 @@ def code_commit() -> str | None:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)        # sharpo's own (checkpoints record the same digests)
 
 
 @contextmanager

@@ -20,13 +20,16 @@ interval of SHARPO - GRPO (held-out) excludes 0 from above (``verdict``).
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from .grid import ARMS, ORACLE, REFERENCE, SEEDS, TESTED, UNIT_FILE, WARM_FILE, Cell, arm_slug
+from _inputs import finite_number, read_text
+
+from .filed import metric_rows, rate, read_unit, read_warm
+from .grid import (ARMS, ORACLE, REFERENCE, SEEDS, TESTED, UNIT_FILE, WARM_FILE, Cell, arm_slug,
+                   parse_cell)
 
 N_BOOT = 10000
 
@@ -55,24 +58,27 @@ def boot(diff: np.ndarray, base: np.ndarray | None = None, n_boot: int = N_BOOT,
     return float(diff.mean()), float(lo), float(hi), float(ratio), float(rlo), float(rhi)
 
 
-def train_rows(metrics_path: Path) -> list[dict]:
-    """The run's training rows (metrics.jsonl, ``kind`` train), in step order."""
-    rows = []
-    for line in Path(metrics_path).read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue                        # a torn last line of a killed run
-        if row.get("kind", "train") == "train" and "success" in row and "step" in row:
-            rows.append(row)
-    return sorted(rows, key=lambda r: r["step"])
+def train_rows(rows: list[dict], where: str = "metrics.jsonl") -> list[dict]:
+    """The run's training rows (of its metrics.jsonl rows, ``filed.metric_rows``: ``kind``
+    train, with a step and a success rate in [0, 1]), in step order."""
+    out = [r for r in rows if r.get("kind", "train") == "train" and "success" in r and "step" in r]
+    for r in out:
+        rate(r["success"], f"{where}: step {r['step']!r:.20} success")
+    return sorted(out, key=lambda r: finite_number(r["step"], f"{where}: step"))
 
 
-def late_success(metrics_path: Path, frac: float = 0.5):
-    """Mean training success over the last ``frac`` of the run's steps (None: no steps)."""
-    xs = [float(r["success"]) for r in train_rows(metrics_path)]
+def run_rows(metrics_path: Path) -> list[dict]:
+    """The training rows (``train_rows``) of a run's metrics.jsonl, read through
+    benchmarks/_inputs.py (a regular UTF-8 file; InputError naming it otherwise)."""
+    where = str(metrics_path)
+    return train_rows(metric_rows(read_text(metrics_path, "an RL run's metrics (JSON lines)"),
+                                  where), where)
+
+
+def late_success(rows: list[dict], frac: float = 0.5):
+    """Mean training success over the last ``frac`` of the run's steps (None: no steps);
+    ``rows``: ``train_rows``."""
+    xs = [float(r["success"]) for r in rows]
     if not xs:
         return None
     k = max(1, math.ceil(round(len(xs) * frac, 9)))
@@ -86,30 +92,34 @@ DIAGNOSTICS = {"auc": "credit_quality/auc", "coverage": "sharpo/teacher_coverage
                "weight_max": "sharpo/weight_max"}
 
 
-def step_means(metrics_path: Path, keys=DIAGNOSTICS) -> dict:
-    """{name: mean over the training steps that logged ``keys[name]`` (a number), or None}."""
-    rows = train_rows(metrics_path)
+def step_means(rows: list[dict], keys=DIAGNOSTICS, where: str = "metrics.jsonl") -> dict:
+    """{name: mean over the training steps (``train_rows``) that logged ``keys[name]`` (a
+    finite number; NaN or inf is refused, naming the step), or None}."""
     out = {}
     for name, key in keys.items():
-        xs = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        xs = [finite_number(r[key], f"{where}: step {r['step']!r:.20} {key}") for r in rows
+              if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
         out[name] = sum(xs) / len(xs) if xs else None
     return out
 
 
 def load_runs(folder: Path, arm: str, seeds=SEEDS) -> dict[int, dict]:
     """{seed: {"held", "per_task", "late", "seconds", "diag"}} of the arm's filed runs in a
-    cell's results folder (a run counts when its unit.json is there)."""
+    cell's results folder (a run counts when its unit.json is there), each read and
+    checked by ``filed.read_unit`` (its cell, arm, seed and evaluation; InputError)."""
     out = {}
     slug = arm_slug(arm)
+    cell = parse_cell(Path(folder).name)
     for k in seeds:
         d = Path(folder) / f"{slug}-seed{k}"
-        if not (d / UNIT_FILE).is_file():
-            continue
-        unit = json.loads((d / UNIT_FILE).read_text())
-        ev = json.loads((d / "eval.json").read_text())
-        out[k] = {"held": float(ev["success"]), "per_task": ev.get("per_task") or {},
-                  "late": late_success(d / "metrics.jsonl"), "seconds": unit.get("seconds"),
-                  "diag": step_means(d / "metrics.jsonl")}
+        if not (d / UNIT_FILE).exists() and not (d / UNIT_FILE).is_symlink():
+            continue                # not filed; a folder or fifo there: read_unit refuses it
+        unit = read_unit(d, cell, arm, k)
+        where = str(d / "metrics.jsonl")
+        rows = run_rows(d / "metrics.jsonl")
+        out[k] = {"held": unit["held"], "per_task": unit["per_task"],
+                  "late": late_success(rows), "seconds": unit["seconds"],
+                  "diag": step_means(rows, where=where)}
     return out
 
 
@@ -192,9 +202,9 @@ def cell_summary(results: Path, cell: Cell, seeds=SEEDS, arms=ARMS) -> dict | No
     """Everything the table and the figures show of one cell; None when its warm start is
     not filed."""
     folder = Path(results) / cell.name
-    if not (folder / WARM_FILE).is_file():
-        return None
-    warm = json.loads((folder / WARM_FILE).read_text())
+    if not (folder / WARM_FILE).exists() and not (folder / WARM_FILE).is_symlink():
+        return None                 # not filed; a folder or fifo there: read_warm refuses it
+    warm = read_warm(folder, cell)
     w = warm["eval"]["success"]
     runs = {arm: load_runs(folder, arm, seeds) for arm in arms}
     out = {"cell": cell, "warm": warm, "arms": {}, "warm_fails": warm_fails(warm)}

@@ -100,10 +100,20 @@ def run(args) -> int:
     from ..io import clean
     from ..outputs import create_exclusive, write_out_json
     from ..recipes.phases import quiet_transformers
+    from ..runs.checkpoint import pinned_checkpoint
 
     cfg, weights, out = plan(args)      # user errors: one line, exit 2 (cli.py)
     quiet_transformers()
-    result = evaluate_checkpoint(Path(weights), cfg)
+    if args.run_dir:       # a training run may rotate the checkpoint out: read a pinned copy
+        from ..analysis.report.records import find_run_dir
+        run_dir = find_run_dir(args.run_dir, "--run-dir")
+        with pinned_checkpoint(run_dir, warn=lambda line: None) as (ckpt, files):  # plan warned
+            if ckpt is None:
+                raise FileNotFoundError(f"--run-dir: {args.run_dir} has no checkpoint "
+                                        f"(checkpoints/latest)")
+            result = evaluate_checkpoint(files / "policy", cfg, label=str(ckpt / "policy"))
+    else:
+        result = evaluate_checkpoint(Path(weights), cfg)
     print(json.dumps(result, indent=1))
     if args.out:
         write_out_json(out, result)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..models.device import autocast
+from ..step.finite_logits import guarded_generate
 from ..step.rollout import left_pad, sampling_kwargs
 from .base import Generation, check_generate_args, cut_at_stop
 
@@ -37,9 +38,10 @@ class HFEngine:
                 width = ids.shape[1]
                 kwargs = sampling_kwargs(stops, pad, max_new_tokens, temperature, top_p)
                 with autocast(device, self.autocast_bf16):
-                    out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                         output_logits=True, return_dict_in_generate=True,
-                                         **kwargs)
+                    out = guarded_generate(model, input_ids=ids.to(device),   # NaN/inf logits:
+                                           attention_mask=mask.to(device),    # an error
+                                           output_logits=True, return_dict_in_generate=True,
+                                           **kwargs)
                 new = out.sequences[:, width:]                             # [b, n]
                 t = temperature if temperature > 0 else 1.0
                 lp = torch.stack([                                          # [b, n], per step

@@ -14,8 +14,10 @@ One JSON object per line (blank lines skipped):
     hint_informative     optional: a bool
 
 The file must be a regular file (a FIFO would block the reader), UTF-8 (a byte-order mark
-is allowed), its contents text (no lone surrogates), and no line may nest deeper than
-Python's recursion limit.
+is allowed), its contents text (no lone surrogates), no line may nest deeper than
+Python's recursion limit, and no line may be longer than ``MAX_LINE_BYTES`` (4 MiB, some
+million tokens: far beyond any sft.max_length; a 300 MB line made the tokenizer abort on an
+8.6 GB allocation), checked by length before anything parses or tokenizes it.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ..errors import UsageError, did_you_mean
 
 __all__ = ["read_demo_records"]
 
+MAX_LINE_BYTES = 4 << 20
 ROLES = ("system", "user", "assistant", "tool")     # the chat roles a template renders
 _OPTIONAL = {"step": (int,), "episode": (str, int), "task_id": (str, int), "action": (str,),
              "observation_after": (str,), "hint": (str,), "hint_to_turn": (str,),
@@ -81,6 +84,15 @@ def _check(record, where: str) -> dict:
     return record
 
 
+def _line_ends(data: bytes):
+    """The offset of each line's end (its newline, or the end of ``data``)."""
+    at = data.find(b"\n")
+    while at != -1:
+        yield at
+        at = data.find(b"\n", at + 1)
+    yield len(data)
+
+
 def read_demo_records(path: str | Path, key: str = "--demos") -> list[dict]:
     """The checked records of the demonstrations file ``path`` (in file order)."""
     path = Path(path)
@@ -89,6 +101,13 @@ def read_demo_records(path: str | Path, key: str = "--demos") -> list[dict]:
     if not path.is_file():
         raise UsageError(f"{key}: {path} is not a regular file (a folder, FIFO or device)")
     data = path.read_bytes()
+    start = 0
+    for n, end in enumerate(_line_ends(data), 1):       # by length first: nothing parsed
+        if end - start > MAX_LINE_BYTES:
+            raise UsageError(f"{key} {path}:{n}: a line of {end - start:,} bytes; the limit "
+                             f"is {MAX_LINE_BYTES:,} (a demonstration is a chat of a few "
+                             f"turns: split it, or shorten its observations)")
+        start = end + 1
     try:
         text = data.decode("utf-8-sig")     # a byte-order mark (some editors write one) is fine
     except UnicodeDecodeError as exc:

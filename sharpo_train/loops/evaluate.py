@@ -34,6 +34,7 @@ from ..envs import env_prompts, make_suite
 from ..envs.base import balanced_tasks, episodes_by_family
 from ..envs.registry import DEFAULT_ENV, get_spec
 from ..models.policy import build_policy
+from ..step.finite_logits import NonFiniteLogitsError
 from ..step.rollout import collect_rollouts
 
 
@@ -127,7 +128,8 @@ def eval_only_env(env: dict, games_dir: Optional[str | Path] = None) -> dict:
 def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, suite=None,
                         pool=None, seed: Optional[int] = None,
                         games_dir: Optional[str | Path] = None,
-                        max_turns: Optional[int] = None, sample_key: str = "eval") -> dict:
+                        max_turns: Optional[int] = None, sample_key: str = "eval",
+                        label: Optional[str] = None) -> dict:
     """Greedy (eval.temperature=0) evaluation of one policy, one episode per task
     (eval.episodes_per_task sampled ones at eval.temperature > 0).
 
@@ -137,6 +139,8 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
     its evaluation split only (``eval_only_env``; ``games_dir`` replaces env.games_dir).
     max_turns: sets eval.max_turns and the environment step limit.
     seed: torch seed before playing (default config.seed).
+    label: how errors name a checkpoint directory ``policy`` (default: its path; `sharpo
+    eval --run-dir` reads a pinned copy and names the checkpoint).
     Returns the eval.json object with ``per_family_episodes``. ``config`` is not modified."""
     import copy
 
@@ -162,11 +166,19 @@ def evaluate_checkpoint(policy, config, tasks: Optional[Sequence] = None, *, sui
     try:
         torch.manual_seed(cfg.seed if seed is None else seed)
         if isinstance(policy, (str, Path)):
-            model, tokenizer = build_policy(cfg.model, weights_from=policy, weights_key=str(policy))
+            model, tokenizer = build_policy(cfg.model, weights_from=policy,
+                                            weights_key=label or str(policy))
             model.to(resolve_device(cfg.model.device)).eval()
         else:
             model, tokenizer = policy
-        result = evaluate(model, tokenizer, suite, tasks, cfg, pool=pool)
+        try:
+            result = evaluate(model, tokenizer, suite, tasks, cfg, pool=pool)
+        except NonFiniteLogitsError as exc:     # finite weights, NaN/inf logits: no score
+            if not isinstance(policy, (str, Path)):
+                raise
+            from ..runs.checkpoint import CheckpointError
+            raise CheckpointError(f"{label or policy}: {str(exc).split(': ', 1)[-1]}; the checkpoint "
+                                  f"is unusable (no result was written)") from None
     finally:
         torch.set_num_threads(threads)
     result["per_family_episodes"] = family_episodes(tasks, result)

@@ -15,6 +15,40 @@ RESUME_MAY_CHANGE = ("resume", "run_dir", "total_steps", "log.", "eval.", "check
                      "checkpoint.keep", "model.device", "model.cpu_threads")
 
 
+def _may_change(key: str) -> bool:
+    """A dotted key that --resume may change (``RESUME_MAY_CHANGE``; total_steps too)."""
+    return key == "total_steps" or \
+        any(key == p or (p.endswith(".") and key.startswith(p)) for p in RESUME_MAY_CHANGE)
+
+
+def run_identity(cfg: Config) -> dict:
+    """What a checkpoint's trainer state records of its run, checked on resume
+    (``identity_problem``): the seed, the method and the sha256 of every run-defining
+    setting (all but those --resume may change), as canonical JSON."""
+    import hashlib
+    import json
+    defining = {k: v for k, v in flat_keys(cfg.to_dict()).items() if not _may_change(k)}
+    text = json.dumps(defining, sort_keys=True, default=str, separators=(",", ":"))
+    return {"seed": cfg.seed, "method": cfg.method,
+            "config_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def identity_problem(trainer_state: dict, cfg: Config, where: str) -> str | None:
+    """What differs between the run identity a checkpoint's trainer state records and the
+    run ``cfg`` being resumed (a checkpoint of another run: another seed, method or
+    settings), naming ``where``; None when they agree. A checkpoint of an earlier sharpo
+    records only its seed: that is checked."""
+    want = run_identity(cfg)
+    for key in ("seed", "method", "config_sha256"):
+        if key in trainer_state and trainer_state[key] != want[key]:
+            got = trainer_state[key]
+            shown = f"{str(got)[:12]}..., this run's {want[key][:12]}..." \
+                if key == "config_sha256" else f"{got!r:.40}, this run's {want[key]!r}"
+            return (f"{where}: a checkpoint of another run ({key} {shown}); never resumed "
+                    f"into this one")
+    return None
+
+
 def resume_changes(saved: Config, new: Config) -> list[str]:
     """Dotted keys where ``new`` changes what the run ``saved`` is (sorted; empty: none)."""
     a, b = flat_keys(saved.to_dict()), flat_keys(new.to_dict())
@@ -23,7 +57,7 @@ def resume_changes(saved: Config, new: Config) -> list[str]:
         same = a.get(key) == b.get(key)
         if key == "total_steps":
             same = b[key] >= a[key]
-        elif any(key == p or (p.endswith(".") and key.startswith(p)) for p in RESUME_MAY_CHANGE):
+        elif _may_change(key):
             same = True
         if not same:
             changed.append(key)

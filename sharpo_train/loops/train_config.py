@@ -255,6 +255,11 @@ class LossConfig:
     entropy_coef: float = setting(0.0, "entropy bonus weight (entropy is always logged)")
     policy_loss: str = setting("ppo_clip", "policy loss, a name in step/losses.py "
                                "POLICY_LOSSES")
+    fused: bool = setting(False, "compute the ppo_clip loss (with its KL and entropy terms) "
+                          "and its gradients in one chunked pass over the lm_head "
+                          "(sharpo_kernels.linear_policy_loss, no [N, V] tensor, 3 GEMMs; "
+                          "docs/api.md); unfused when an estimator adds a loss term or with "
+                          "optim.shared_prefix_update")
 
     def validate(self) -> None:
         in_range(self, "clip_ratio", 0, 1, lo_open=True, hi_open=True)
@@ -262,6 +267,8 @@ class LossConfig:
         need(self.agg in AGGREGATIONS, "agg", f"one of {sorted(AGGREGATIONS)}", self.agg)
         need(self.policy_loss in POLICY_LOSSES, "policy_loss", f"one of {sorted(POLICY_LOSSES)}",
              self.policy_loss)
+        need(not self.fused or self.policy_loss == "ppo_clip", "policy_loss",
+             "ppo_clip with fused: true (the fused op computes PPO-clip)", self.policy_loss)
         in_range(self, "kl_coef", 0, 100)
         in_range(self, "entropy_coef", -100, 100)
 

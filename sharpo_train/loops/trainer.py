@@ -34,7 +34,7 @@ import torch
 from ..step.batch import StepBatch, pad_rows
 from ..runs.checkpoint import (CheckpointError, checkpoint_dir, load_checkpoint, load_state,
                                restore_optimizer, restore_scheduler, save_checkpoint)
-from .resume import check_resume
+from .resume import check_resume, identity_problem, run_identity
 from .train_config import Config, save_config
 from ..step.teacher_rule import teacher_coverage
 from ..runs.credit_record import credit_record, write_credit
@@ -54,6 +54,7 @@ from ..models.lora import lora_enabled
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_lora_policy, build_policy
 from ..models.tiny import check_tiny_model_fits
+from ..step.finite_logits import NonFiniteLogitsError
 from ..step.rollout import collect_rollouts
 from ..runs.run_dir import check_run_dir, mark_run_dir
 from ..runs.run_files import refuse_links
@@ -169,6 +170,10 @@ class Trainer:
         else:
             self.step_done = found[1]
             truncate_metrics(self.run_dir, self.step_done)
+        # the weights this process starts from, named when they give non-finite logits
+        self.weights_from = (f"the checkpoint {found[0]}" if found is not None else
+                             f"init_from {cfg.init_from}" if cfg.init_from else
+                             f"model.path {cfg.model.path}" if cfg.model.path else "the fresh policy")
         self.ref_model = None
         if cfg.loss.use_kl:   # the frozen initial policy (same seed / same weights)
             torch.manual_seed(cfg.seed)
@@ -223,6 +228,9 @@ class Trainer:
         CheckpointError when it does not fit this run (load_checkpoint then tries the
         next older one)."""
         state = load_state(ckpt)                      # validated state.json + tensors
+        problem = identity_problem(state["trainer"], self.cfg, str(ckpt / "state.json"))
+        if problem:                                   # another run's checkpoint
+            raise CheckpointError(problem)
         try:
             self._build_model(ckpt)
         except CheckpointError:
@@ -449,7 +457,7 @@ class Trainer:
 
     def save(self, step: int) -> None:
         save_checkpoint(self.run_dir, step, self.model, self.tokenizer, self.optimizer,
-                        self.scheduler, {"step": step, "seed": self.cfg.seed},
+                        self.scheduler, {"step": step, **run_identity(self.cfg)},
                         keep=self.cfg.checkpoint.keep)
 
     # ------------------------------------------------------------------ the loop
@@ -476,7 +484,14 @@ class Trainer:
                     self.run_dir, 0):
                 self.evaluate(0, logger)
             for step in range(self.step_done + 1, cfg.total_steps + 1):
-                rec = self.step(step)
+                try:
+                    rec = self.step(step)
+                except NonFiniteLogitsError as exc:      # finite weights, NaN/inf logits
+                    first = step == self.step_done + 1
+                    raise NonFiniteTrainingError(
+                        f"step {step}: {self.weights_from if first else 'the policy'}: "
+                        f"{str(exc).split(': ', 1)[-1]}; training stopped and "
+                        f"{self._last_good()}") from None
                 logger.log(rec)          # the diverged step's line too: it shows what happened
                 self._check_finite_step(step, rec)
                 if cfg.eval.every and step % cfg.eval.every == 0:

@@ -4,8 +4,9 @@ RUN/checkpoints/step_<S:06d>/
   policy/                  Hugging Face model (safetensors) + tokenizer, loadable by
                            ``build_policy(weights_from=...)`` and ``sharpo eval --model``
   optimizer.safetensors    every tensor of the optimizer state ("optimizer.<param>.<name>")
-  state.json               everything else as plain JSON: trainer state, scheduler state,
-                           optimizer param groups, and the size of every file above
+  state.json               everything else as plain JSON: trainer state (step, and the
+                           run's identity: seed, method, config_sha256), scheduler state,
+                           optimizer param groups, and the size and sha256 of every file above
 RUN/checkpoints/latest     a text file naming the newest complete checkpoint ("step_000012")
 
 Nothing is ever unpickled: tensors come from safetensors, the rest from JSON, and the
@@ -13,8 +14,9 @@ policy from safetensors through ``transformers`` (no remote code). A checkpoint 
 into a temp folder, fsynced and renamed, then ``latest`` is replaced atomically, so a crash
 leaves ``latest`` naming a complete checkpoint. On resume, ``latest`` must be a bare
 ``step_<digits>`` name of a real directory inside the run; a checkpoint whose files are
-truncated (sizes differ from state.json, unreadable safetensors) is skipped with one line
-on stderr for the newest older complete one.
+truncated or changed (sizes or sha256 differ from state.json, unreadable safetensors) is
+skipped with one line on stderr for the newest older complete one. A checkpoint of another
+run (its identity differs: loops/resume.py ``identity_problem``) is never resumed.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
@@ -32,7 +36,7 @@ import torch
 from ..checks import is_int
 from ..errors import UsageError
 from ..inputs import file_problem
-from ..io import atomic_write_text, loads_json
+from ..io import atomic_write_text, file_sha256, loads_json
 from .run_files import run_subdir
 
 FORMAT = "sharpo-checkpoint/1"
@@ -119,10 +123,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, optimizer,
         save_policy(model, tokenizer, tmp / "policy")   # safetensors; LoRA: its adapter
         opt_json, tensors = _split_optimizer_state(optimizer.state_dict())
         save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"format": FORMAT})
-        files = {p.relative_to(tmp).as_posix(): p.stat().st_size
-                 for p in sorted(tmp.rglob("*")) if p.is_file()}
+        written = [p for p in sorted(tmp.rglob("*")) if p.is_file()]
+        files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in written}
+        sha256 = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in written}
         doc = {"format": FORMAT, "step": step, "trainer": state,
-               "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files}
+               "scheduler": scheduler.state_dict(), "optimizer": opt_json, "files": files,
+               "sha256": sha256}
         (tmp / STATE_FILE).write_text(json.dumps(doc, indent=1) + "\n")   # TypeError: not JSON
         _fsync_tree(tmp)
     except BaseException:
@@ -203,6 +209,100 @@ def load_checkpoint(run_dir: str | Path, load: Callable[[Path], T],
     raise CheckpointError(f"{first_problem}; no older complete checkpoint in {root}")
 
 
+_DIGESTS: dict = {}      # (device, inode, size, mtime_ns) -> sha256, this process's reads
+
+
+def _digest(path: Path) -> str:
+    """``file_sha256(path)``, read once per process for the same file content: the same
+    inode, size and modification time (a pinned hard link, a checkpoint checked again by
+    `sharpo eval` after its plan) reuse it; any write changes the modification time."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = file_sha256(path)
+    return _DIGESTS[key]
+
+
+PIN_PREFIX = ".pin-"        # RUN/checkpoints/.pin-<pid>-<random>/: a reader's pinned copy
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard links of every file of ``src`` under ``dst`` (a copy where the file system
+    has no hard links); FileNotFoundError when ``src`` goes away meanwhile."""
+    for path in sorted(src.rglob("*")):
+        target = dst / path.relative_to(src)
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir()
+        else:
+            try:
+                os.link(path, target, follow_symlinks=False)
+            except FileNotFoundError:
+                raise
+            except OSError:              # no hard links here (EPERM, EXDEV): a copy
+                shutil.copy2(path, target, follow_symlinks=False)
+
+
+def _remove_stale_pins(root: Path) -> None:
+    """Remove the pinned copies (``PIN_PREFIX``) of readers that no longer run (a `sharpo
+    eval` killed while reading): their hard links would keep a rotated checkpoint's space."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for e in entries:
+        pid = e.name[len(PIN_PREFIX):].split("-", 1)[0]
+        if not (e.name.startswith(PIN_PREFIX) and pid.isdigit()) or e.is_symlink():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(e.path, ignore_errors=True)
+        except (PermissionError, OverflowError):     # another user's process is running
+            pass
+
+
+@contextmanager
+def pinned_checkpoint(run_dir: str | Path, warn: Callable[[str], None] = _warn,
+                      tries: int = 5):
+    """``with pinned_checkpoint(run) as (ckpt, files):`` the newest usable checkpoint
+    (``latest_checkpoint``) and a folder ``files`` that holds its files as hard links
+    (``RUN/checkpoints/.pin-<pid>-<random>``, removed on leaving), so that a training run
+    that rotates ``ckpt`` out meanwhile (``checkpoint.keep``) cannot take its files from
+    under a reader (`sharpo eval --run-dir` while training runs). The pinned copy is
+    checked complete (sizes and sha256) before it is used; a checkpoint rotated out while
+    it was being pinned is pinned again from the new ``latest``; the pins of readers that
+    no longer run are removed first. Where the run is not writable, ``files`` is ``ckpt``
+    itself. (None, None) when nothing was checkpointed."""
+    root = checkpoint_dir(run_dir)
+    _remove_stale_pins(root)
+    problem = None
+    for _ in range(tries):
+        ckpt = latest_checkpoint(run_dir, warn)
+        if ckpt is None:
+            yield None, None
+            return
+        try:
+            pin = Path(tempfile.mkdtemp(prefix=f"{PIN_PREFIX}{os.getpid()}-", dir=root))
+        except OSError:                  # a run this user may read, not write
+            yield ckpt, ckpt
+            return
+        try:
+            _link_tree(ckpt, pin)
+            problem = checkpoint_problem(run_dir, pin)
+        except FileNotFoundError as exc:     # rotated out while being linked
+            problem = f"{ckpt}: removed while being read ({exc.filename})"
+        if problem is None:
+            break
+        shutil.rmtree(pin, ignore_errors=True)
+    else:
+        raise CheckpointError(f"{problem}; the run's checkpoints changed {tries} times while "
+                              f"being read")
+    try:
+        yield ckpt, pin
+    finally:
+        shutil.rmtree(pin, ignore_errors=True)
+
+
 def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
     """None when ``path`` is a complete checkpoint of this run, else what is wrong (names
     the file). Cheap: file sizes and safetensors headers, no tensor data read."""
@@ -228,6 +328,10 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
             return f"{sub}: symbolic link in a checkpoint (refused)"
         if sub.suffix in _PICKLE_SUFFIXES:
             return f"{sub}: pickle-format file in a checkpoint (never loaded; refused)"
+    sums = doc.get("sha256")     # absent only in a checkpoint of an earlier sharpo
+    if sums is not None and (not isinstance(sums, dict) or set(sums) != set(doc["files"])
+                             or not all(isinstance(v, str) for v in sums.values())):
+        return f"{state_file}: sha256 must give a digest for each of its files"
     if not any(Path(rel).suffix == ".safetensors" and rel.startswith("policy/") for rel in doc["files"]):
         return f"{path / 'policy'}: no safetensors weights listed in {state_file}"
     for rel, size in doc["files"].items():
@@ -239,6 +343,9 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
             return f"{f}: {why}"
         if f.stat().st_size != size:
             return f"{f}: {f.stat().st_size} bytes, {size} written (truncated or changed)"
+        if sums is not None and _digest(f) != sums[rel]:
+            return (f"{f}: its sha256 is not the one written in {state_file} (changed, or "
+                    f"a file of another checkpoint)")
         if f.suffix == ".safetensors":
             try:
                 with safe_open(str(f), framework="pt"):
@@ -384,9 +491,17 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, saved: dict) -> None:
             raise CheckpointError(f"optimizer.state.{pid}: no such parameter "
                                   f"(the optimizer has {len(params)})")
         for name, v in entry.items():
-            if isinstance(v, torch.Tensor) and v.dim() and v.shape != params[pid].shape:
+            if not isinstance(v, torch.Tensor):
+                continue
+            if v.dim() and v.shape != params[pid].shape:
                 raise CheckpointError(f"optimizer.state.{pid}.{name}: shape {list(v.shape)}, "
                                       f"its parameter {list(params[pid].shape)}")
+            # load_state_dict would cast it to the parameter's dtype silently: refused
+            if not torch.is_floating_point(v) or (v.dim() and v.dtype != params[pid].dtype):
+                raise CheckpointError(f"optimizer.state.{pid}.{name}: dtype "
+                                      f"{str(v.dtype).replace('torch.', '')}, its parameter "
+                                      f"{str(params[pid].dtype).replace('torch.', '')} (an "
+                                      f"optimizer state is never cast)")
     optimizer.load_state_dict({"state": saved["state"], "param_groups": groups})
 
 

@@ -115,6 +115,27 @@ class _BoundedLoader(yaml.SafeLoader):
                          event.start_mark)
         return node
 
+    def construct_mapping(self, node, deep=False):
+        """A key given twice in one mapping is refused (PyYAML keeps the last silently:
+        ``total_steps: 1`` then ``total_steps: 5`` ran 5 steps). Keys a ``<<`` merge brings
+        in are not counted: the mapping's own keys override them, as YAML says."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:           # an unhashable key: the constructor names it
+                    continue
+                if first is not key_node:
+                    self._refuse(f"the key {str(key)[:80]!r} is given twice in one mapping "
+                                 f"(lines {first.start_mark.line + 1} and "
+                                 f"{key_node.start_mark.line + 1}); give it once",
+                                 None)
+        return super().construct_mapping(node, deep)
+
 
 def _one_line(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)

@@ -27,6 +27,7 @@ from ..envs.base import EnvPool, Task
 from ..models.chat_template import render_chat
 from ..models.policy import stop_token_ids
 from ..models.device import autocast
+from .finite_logits import guarded_generate
 from .segments import Span, find_spans
 
 
@@ -113,7 +114,8 @@ def generate(model, tokenizer, prompts: list[list[int]], *, max_new_tokens: int,
         width = ids.shape[1]
         kwargs = sampling_kwargs(stops, pad, max_new_tokens, temperature, top_p)
         with autocast(device, autocast_bf16):
-            seqs = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
+            seqs = guarded_generate(model, input_ids=ids.to(device),      # NaN/inf logits:
+                                    attention_mask=mask.to(device), **kwargs)  # an error
         for row in seqs[:, width:].tolist():
             out.append(_cut_at_stop(row, set(stops)))
     model.train(was_training)

@@ -5,6 +5,9 @@ of the credit method; verl's actor update, in a few functions).
 ``policy_logprobs`` runs the decoder body on ``prompt | response`` rows (right-padded, so
 no attention mask is needed for a causal model) and scores only the response positions
 with ``sharpo_kernels.linear_logprobs`` against the lm_head (differentiable; entropy too).
+With ``loss.fused`` the update step instead hands the hidden states to
+``sharpo_kernels.linear_policy_loss`` (``fused_policy_loss``), which returns the micro-batch's
+whole PPO-clip + KL + entropy loss with its gradients formed in the forward.
 """
 from __future__ import annotations
 
@@ -39,6 +42,22 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
         en = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in ents])
         return lp, en
 
+    h, weight, bias, labels, rows_t, dst_t = response_hidden(model, prompt_ids, response_ids,
+                                                             autocast_bf16)
+    # check_finite=False: the trainer checks the loss
+    out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
+                          return_entropy=with_entropy, check_finite=False,
+                          entropy_grad=entropy_grad)
+    logp, ent = out if with_entropy else (out, torch.zeros_like(out))
+    shape = (len(prompt_ids), width)
+    return _scatter_rows(logp, rows_t, dst_t, shape), _scatter_rows(ent, rows_t, dst_t, shape)
+
+
+def response_hidden(model, prompt_ids: list[list[int]], response_ids: list[list[int]],
+                    autocast_bf16: bool = True):
+    """The decoder body on ``prompt | response`` rows (right-padded) -> (h [N, H] the hidden
+    states that predict the N response tokens, in the lm_head's dtype; weight [V, H]; bias
+    [V] or None; labels [N]; rows_t, dst_t [N]: each token's row and response position)."""
     body, weight, bias = split_lm(model)
     device = weight.device
     seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
@@ -58,15 +77,38 @@ def policy_logprobs(model, prompt_ids: list[list[int]], response_ids: list[list[
     rows_t = torch.tensor(rows, device=device)
     h = hidden[rows_t, torch.tensor(cols, device=device)].to(weight.dtype)     # [N, H]
     labels = torch.cat([torch.tensor(r, dtype=torch.long) for r in response_ids]).to(device)
-    # check_finite=False: the trainer checks the loss
-    out = linear_logprobs(h, weight, labels, bias=bias, temperature=temperature,
-                          return_entropy=with_entropy, check_finite=False,
-                          entropy_grad=entropy_grad)
-    logp, ent = out if with_entropy else (out, torch.zeros_like(out))
-    dst_t = torch.tensor(dst, device=device)
-    lp = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), logp.float())
-    en = torch.zeros((len(seqs), width), device=device).index_put((rows_t, dst_t), ent.float())
-    return lp, en
+    return h, weight, bias, labels, rows_t, torch.tensor(dst, device=device)
+
+
+def _scatter_rows(values: torch.Tensor, rows_t: torch.Tensor, dst_t: torch.Tensor,
+                  shape: tuple) -> torch.Tensor:
+    """[N] per-token values -> [b, width] fp32, 0 where no token is."""
+    return torch.zeros(shape, device=values.device).index_put((rows_t, dst_t), values.float())
+
+
+def fused_policy_loss(model, prompt_ids, response_ids, width: int, old_logp, advantages,
+                      weights, ref_logp, loss_cfg, *, temperature: float,
+                      autocast_bf16: bool = True):
+    """The micro-batch's whole loss (PPO-clip + KL + entropy bonus, aggregated by
+    ``weights``) by ``sharpo_kernels.linear_policy_loss``: its gradients w.r.t. the lm_head
+    and the hidden states are formed in the forward, chunk by chunk, with no [N, V] tensor
+    (``loss.fused``, docs/api.md "linear_policy_loss"). [b, width] inputs on the model's
+    device (ref_logp None: no KL). -> (loss, logp [b, width], entropy [b, width]): the
+    log-probs and entropy detached, for the statistics."""
+    from sharpo_kernels import linear_policy_loss
+
+    h, weight, bias, labels, rows_t, dst_t = response_hidden(model, prompt_ids, response_ids,
+                                                             autocast_bf16)
+    pick = (lambda t: None if t is None else t[rows_t, dst_t])
+    out = linear_policy_loss(h, weight, labels, pick(advantages), pick(old_logp),
+                             weights=pick(weights), bias=bias, clip_low=loss_cfg.clip_ratio,
+                             clip_high=loss_cfg.clip_ratio_high, ref_logp=pick(ref_logp),
+                             kl_coef=loss_cfg.kl_coef if ref_logp is not None else 0.0,
+                             entropy_coef=loss_cfg.entropy_coef, temperature=temperature,
+                             return_entropy=True, check_finite=False)
+    shape = (len(prompt_ids), width)
+    return out.loss, _scatter_rows(out.logp, rows_t, dst_t, shape), \
+        _scatter_rows(out.entropy, rows_t, dst_t, shape)
 
 
 def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float,
@@ -90,6 +132,9 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
     n_opt = 0
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    # loss.fused: the fused op computes PPO-clip + KL + entropy itself; an estimator's extra
+    # loss term (aux) and shared-prefix forwards need the log-probs with their graph
+    fused = lo.fused and aux is None and not op.shared_prefix_update
     shared = None
     if op.shared_prefix_update:
         sc = cfg.scoring
@@ -111,27 +156,32 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
                 idx = mb[k:k + op.micro_batch_size]
                 mask = mask_all[idx].to(device)
                 w = weights[k:k + op.micro_batch_size].to(device)
-                logp, ent = policy_logprobs(
-                    model, [batch.prompt_ids[r] for r in idx], [batch.response_ids[r] for r in idx],
-                    batch.width, temperature=temperature, autocast_bf16=cfg.model.autocast_bf16,
-                    shared_prefix=shared, entropy_grad=bool(lo.entropy_coef))
                 adv = advantages[idx].to(device)
-                pg, clipped = policy_loss(logp, old_logp[idx].to(device), adv, lo)
-                pg_loss = aggregate(pg, w)
-                loss = pg_loss
-                if aux is not None:             # the one generic hook: estimators.AuxLoss
-                    term = AUX_LOSSES[aux.name](
-                        logp, **{n: v[idx].to(device) for n, v in aux.inputs.items()}, **aux.params)
-                    aux_loss = aggregate(term, w)
-                    loss = loss + aux.coef * aux_loss
-                    stats["aux_loss"] += aux_loss.item()
-                if lo.use_kl and ref_logp is not None:
-                    kl = kl_low_var(logp, ref_logp[idx].to(device))
-                    loss = loss + lo.kl_coef * aggregate(kl, w)
-                    stats["kl"] += float((kl.detach() * mask).sum()) / ntok
-                if lo.entropy_coef:
-                    loss = loss - lo.entropy_coef * aggregate(ent, w)
-                loss.backward()
+                old = old_logp[idx].to(device)
+                ref = ref_logp[idx].to(device) if lo.use_kl and ref_logp is not None else None
+                prompts = [batch.prompt_ids[r] for r in idx]
+                responses = [batch.response_ids[r] for r in idx]
+                if fused:                       # loss and gradients in one pass (loss.fused)
+                    loss, logp, ent = fused_policy_loss(
+                        model, prompts, responses, batch.width, old, adv, w, ref, lo,
+                        temperature=temperature, autocast_bf16=cfg.model.autocast_bf16)
+                    loss.backward()
+                    with torch.no_grad():       # the statistics, from the detached log-probs
+                        pg, clipped = policy_loss(logp, old, adv, lo)
+                        pg_loss = aggregate(pg, w)
+                        if ref is not None:
+                            kl = kl_low_var(logp, ref)
+                            stats["kl"] += float((kl * mask).sum()) / ntok
+                else:
+                    logp, ent = policy_logprobs(
+                        model, prompts, responses, batch.width, temperature=temperature,
+                        autocast_bf16=cfg.model.autocast_bf16, shared_prefix=shared,
+                        entropy_grad=bool(lo.entropy_coef))
+                    pg, clipped = policy_loss(logp, old, adv, lo)
+                    loss = pg_loss = aggregate(pg, w)
+                    loss = _unfused_terms(loss, logp, ent, w, mask, ntok, ref, aux, idx, lo,
+                                          stats, device)
+                    loss.backward()
                 stats["loss"] += loss.item()
                 stats["pg_loss"] += pg_loss.item()
                 stats["pg_clipfrac"] += float((clipped.float() * mask).sum()) / ntok
@@ -147,3 +197,20 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
     out = {k: v / max(n_opt, 1) for k, v in sums.items()}
     out["optimizer_steps"] = n_opt
     return out
+
+
+def _unfused_terms(loss, logp, ent, w, mask, ntok, ref, aux, idx, lo, stats, device):
+    """The unfused path's terms after PPO-clip: the estimator's aux loss, KL, entropy."""
+    if aux is not None:             # the one generic hook: estimators.AuxLoss
+        term = AUX_LOSSES[aux.name](
+            logp, **{n: v[idx].to(device) for n, v in aux.inputs.items()}, **aux.params)
+        aux_loss = aggregate(term, w)
+        loss = loss + aux.coef * aux_loss
+        stats["aux_loss"] += aux_loss.item()
+    if ref is not None:
+        kl = kl_low_var(logp, ref)
+        loss = loss + lo.kl_coef * aggregate(kl, w)
+        stats["kl"] += float((kl.detach() * mask).sum()) / ntok
+    if lo.entropy_coef:
+        loss = loss - lo.entropy_coef * aggregate(ent, w)
+    return loss

@@ -87,20 +87,22 @@ def _file_run(results, cell, slug, seed, held=0.5, per_task=None, train=(0, 0, 0
               seconds=100.0, unit=True):
     d = results / cell.name / f"{slug}-seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
-    (d / "eval.json").write_text(json.dumps({"success": held,
-                                             "per_task": per_task or {"t0": held, "t1": held}}))
+    ev = {"success": held, "per_task": per_task or {"t0": held, "t1": held}}
+    (d / "eval.json").write_text(json.dumps(ev))
     rows = [{"step": i + 1, "kind": "train", "success": s} for i, s in enumerate(train)]
     rows.append({"step": len(train), "kind": "eval", "eval/success": 0.99})
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if unit:
-        (d / "unit.json").write_text(json.dumps({"seconds": seconds}))
+        arm = {"grpo": "grpo", "sharpo-lam0.2": "sharpo:0.2", "oracle": "oracle"}[slug]
+        (d / "unit.json").write_text(json.dumps({"cell": cell.spec, "arm": arm, "slug": slug,
+                                                 "seed": seed, "seconds": seconds, "eval": ev}))
 
 
 def _file_warm(results, cell, success=0.3, right=0.7, lamp_turns=960):
     d = results / cell.name
     d.mkdir(parents=True, exist_ok=True)
     (d / "warm.json").write_text(json.dumps({
-        "eval": {"success": success}, "random_agent": 2.0 ** -cell.decisive,
+        "cell": cell.spec, "eval": {"success": success}, "random_agent": 2.0 ** -cell.decisive,
         "play": {"right_door": right, "lamp_turns": lamp_turns, "invalid": 0.01},
         "sft": {"steps": 800}, "seconds": {"sft": 500.0}, "sft_epochs": 1.0,
         "data": {"longest": 500, "max_length": 1024, "over_max_length": 0,
@@ -147,11 +149,12 @@ def test_ready_waits_for_the_cells_warm_start(tmp_path):
 
 # ------------------------------------------------------------------ a cell's numbers
 
-def _cell_by_hand(tmp_path, sharpo_held=(0.3, 0.7, 0.9, 0.9, 1.0), seeds=(0, 1, 2, 3, 4)):
+def _cell_by_hand(tmp_path, sharpo_held=(0.3, 0.7, 0.9, 0.9, 1.0), seeds=(0, 1, 2, 3, 4),
+                  cell=Cell(10, 3, "full")):
     """GRPO held-out .2 .6 .7 .8 .9 (seed 0 below the warm start's .3: a collapse), SHARPO
     as given; per task every seed: GRPO t0 .5 t1 .25, SHARPO .75 .25, oracle 1 .5; late
     training (last half of 4 steps): GRPO .5, SHARPO .75, oracle 1."""
-    c = Cell(10, 3, "full")
+    c = cell
     _file_warm(tmp_path, c, success=0.3)
     grpo = (0.2, 0.6, 0.7, 0.8, 0.9)
     for k in seeds:
@@ -207,8 +210,9 @@ def test_late_success_skips_eval_rows_and_a_torn_line(tmp_path):
                  '{"step": 1, "kind": "train", "success": 0.0}\n'
                  '{"step": 3, "kind": "train", "success": 0.5}\n'
                  '{"step": 3, "kind": "eval", "eval/success": 0.9}\n{"step": 4, "ki')
-    assert stats.late_success(p) == pytest.approx(0.75)      # last 2 of 3 steps by step
-    assert stats.late_success(p, 1.0) == pytest.approx(0.5)
+    rows = stats.run_rows(p)
+    assert stats.late_success(rows) == pytest.approx(0.75)      # last 2 of 3 steps by step
+    assert stats.late_success(rows, 1.0) == pytest.approx(0.5)
 
 
 def test_step_means_of_the_credit_diagnostics(tmp_path):
@@ -221,7 +225,7 @@ def test_step_means_of_the_credit_diagnostics(tmp_path):
                  '{"step": 3, "kind": "train", "success": 0, "credit_quality/auc": 0.9, '
                  '"sharpo/teacher_coverage": 0.25}\n'
                  '{"step": 3, "kind": "eval", "credit_quality/auc": 0.0}\n{"step": 4, "cr')
-    m = stats.step_means(p)
+    m = stats.step_means(stats.run_rows(p))
     assert m["auc"] == pytest.approx(0.75) and m["coverage"] == pytest.approx(0.375)
     assert m["clipped"] is None and m["weight_max"] is None
 
@@ -317,8 +321,7 @@ def test_report_partial(tmp_path):
     row = [line for line in text.splitlines() if line.startswith("| t10-d3-full |")][2]
     assert "+12.0 (" in row and "**helps**" in row and "33%" in row
     # only the grid's cells count towards "complete"; a check cell is listed after them
-    _cell_by_hand(tmp_path / "x")
-    os.rename(tmp_path / "x" / "t10-d3-full", tmp_path / "t10-d3-full-sft1")
+    _cell_by_hand(tmp_path, cell=Cell(10, 3, "full", 1))
     text = report.write_report(tmp_path).read_text()
     assert "(1 of 16 grid cells complete; PARTIAL)" in text and "| t10-d3-full-sft1 |" in text
 
@@ -438,9 +441,8 @@ def test_checks_of_a_cell_that_counts(tmp_path):
         _file_run(tmp_path, c, "sharpo-lam0.2", k, 0.5 + d)
         _file_run(tmp_path, c, "oracle", k, 0.6)
     # (b) SFT seed 1: every seed -.05
-    other = tmp_path / "o"
-    _cell_by_hand(other, sharpo_held=(0.15, 0.55, 0.65, 0.75, 0.85))
-    os.rename(other / "t10-d3-full", tmp_path / "t10-d3-full-sft1")
+    _cell_by_hand(tmp_path, sharpo_held=(0.15, 0.55, 0.65, 0.75, 0.85),
+                  cell=Cell(10, 3, "full", 1))
     k = report.check_of(tmp_path, stats.cell_summary(tmp_path, c))
     assert k["fresh"]["new_mean"] == pytest.approx(0.02) and k["fresh"]["ok"]
     assert k["fresh"]["ten"][0] == pytest.approx(0.07)

@@ -102,7 +102,7 @@ def test_two_evaluations_in_the_same_second_leave_two_files(tmp_path, monkeypatc
     monkeypatch.setattr(eval_cmd.time, "strftime", lambda fmt: "eval-20260101-000000")
     calls = []
 
-    def fake_eval(weights, cfg):
+    def fake_eval(weights, cfg, label=None):
         calls.append(len(calls) + 1)
         n = calls[-1]
         if n == 1:                # the other evaluation starts and ends meanwhile

@@ -43,10 +43,12 @@ def one_line_error(capsys, argv, *needles) -> str:
 
 
 def resize(ckpt: Path) -> None:
-    """Record the edited files' sizes in the checkpoint's state.json (an edit that keeps
-    the checkpoint complete, so that what is checked is the content)."""
+    """Record the edited files' sizes and sha256 in the checkpoint's state.json (an edit
+    that keeps the checkpoint complete, so that what is checked is the content)."""
+    from sharpo_train.io import file_sha256
     state = json.loads((ckpt / "state.json").read_text())
     state["files"] = {k: (ckpt / k).stat().st_size for k in state["files"]}
+    state["sha256"] = {k: file_sha256(ckpt / k) for k in state["files"]}
     (ckpt / "state.json").write_text(json.dumps(state))
 
 

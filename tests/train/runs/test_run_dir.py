@@ -108,6 +108,7 @@ def test_checkpoint_files_are_safetensors_and_json_only(two_checkpoints):
         assert name.endswith((".safetensors", ".json", ".jinja", ".txt", ".model")), name
     doc = json.loads((ckpt / "state.json").read_text())
     assert doc["trainer"] == {"step": 2, "seed": 0} and doc["files"]["optimizer.safetensors"] > 0
+    assert set(doc["sha256"]) == set(doc["files"])      # each file's digest beside its size
 
 
 @pytest.mark.parametrize("pointer", ["/etc", "../../outside", "step_000001/../../..", "",

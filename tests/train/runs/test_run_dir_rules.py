@@ -50,8 +50,11 @@ def test_the_home_directory_and_a_link_to_root_are_refused(tmp_path, monkeypatch
     (tmp_path / "root").symlink_to("/")
     one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path / 'root'}"],
            "system folder /")
-    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path}/a/../../../../../.."],
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path}/../../../../../.."],
            "system folder /")
+    # through a folder that does not exist: refused before (tests/train/test_inputs_round5.py)
+    one_line_error(capsys, ["train", "--config", SMOKE, f"run_dir={tmp_path}/a/../../../../../.."],
+           "not an existing folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "root"]
     assert list(home.iterdir()) == []
     assert system_folder(tmp_path / "runs" / "x") is None

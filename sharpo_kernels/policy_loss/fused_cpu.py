@@ -1,0 +1,192 @@
+"""The `cpu` (and `torch`-device-agnostic) chunked path of `linear_policy_loss`: the loss and
+its gradients in one pass over chunks of rows, 3 matrix products per chunk and no [N, V]
+tensor (docs/api.md "linear_policy_loss"; the math of each tile: logprobs/cpu_tiles.py).
+
+Per chunk of R scored rows (R from `FusedOptions.chunk_bytes`, the whole vocabulary at once:
+the softmax of a row must be complete before its dL/dz exists):
+
+    z     = h_c W^T (+ b)                          [R, V]   GEMM 1
+    d     = (z - m) / T,  s = sum exp(d)  (t = sum exp(d) d with the entropy)
+    logp  = d_y - log s,  H = log s - t / s
+    g_lp, g_H = dL/dlogp, dL/dH                    [R]      token_terms.py
+    dz    = [g_lp onehot(y) - exp(d) (c1 + c2 d)]  [R, V]   in place of d (cpu_tiles.py's form)
+    grad_h[c]  = dz W                              [R, H]   GEMM 2 (skipped: hidden frozen)
+    grad_W    += dz^T h_c                          [V, H]   GEMM 3 (skipped: head frozen)
+    grad_b    += sum_rows dz
+
+against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs. Memory:
+one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the
+[V, H] gradient the backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy
+of the weight.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ..logprobs.cpu_tiles import _NEG_CLAMP, _cdtype
+from .token_terms import LossTerms, token_terms
+
+__all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows"]
+
+
+@dataclass(frozen=True)
+class FusedOptions:
+    """chunk_bytes: bytes of one [rows, V] tile in the computation dtype (fp32 logits on
+    the GPU path); the rows per chunk follow from it (at least 1). None: 256 MiB on the
+    CPU, 1 GiB on a GPU. Every chunk adds its share into the fp32 [V, H] grad_weight (a
+    read and a write of it), so larger chunks trade tile memory for less of that traffic:
+    on a GPU a chunk's products (2 R V H FLOPs each) only outlast the accumulator's 8 V H
+    bytes beyond about 4 peak / bandwidth rows (~800 on an H100/H200)."""
+    chunk_bytes: Optional[int] = None
+
+    def __post_init__(self):
+        if self.chunk_bytes is not None and (
+                isinstance(self.chunk_bytes, bool) or not isinstance(self.chunk_bytes, int)
+                or self.chunk_bytes <= 0):
+            raise ValueError(f"chunk_bytes: expected a positive int or None, got "
+                             f"{self.chunk_bytes!r}")
+
+    def budget(self, device: torch.device) -> int:
+        if self.chunk_bytes is not None:
+            return self.chunk_bytes
+        return (1 << 30) if device.type == "cuda" else (256 << 20)
+
+
+DEFAULT_FUSED = FusedOptions()
+
+
+def chunk_rows(nv: int, v: int, elem_bytes: int, options: FusedOptions,
+               device: torch.device) -> int:
+    """Rows per chunk: as many [., V] rows as fit in the budget, at least 1, at most nv."""
+    return max(1, min(max(nv, 1), options.budget(device) // max(1, v * elem_bytes)))
+
+
+_BLOCK_BYTES = 4 << 20      # column blocks of the entropy sums: a [R, cb] workspace, not [R, V]
+
+
+def _column_blocks(rows: int, v: int, elem_bytes: int):
+    cb = max(1, min(v, _BLOCK_BYTES // max(1, rows * elem_bytes)))
+    return [(c0, min(v, c0 + cb)) for c0 in range(0, v, cb)], cb
+
+
+def _row_stats_(z: torch.Tensor, lab: torch.Tensor, temperature: float, need_entropy: bool,
+                keep_d: bool):
+    """z [R, V] raw logits, clobbered. -> (logp, entropy or None, logs, e).
+
+    Without the entropy, z becomes e = exp(d), d = (z - m) / T. With it, d is clamped and
+    the sums s, t are taken over column blocks through a small workspace (no second
+    [R, V] tile); then z becomes e (keep_d False: the entropy is not differentiated, dL/dz
+    needs exp(d) only) or stays d (keep_d True: `_dlogits_` needs d and recomputes exp(d)
+    block by block); e is None in that case."""
+    xy = z.gather(1, lab.unsqueeze(1)).squeeze(1)
+    m = z.amax(1)
+    m = torch.where(m == float("-inf"), torch.zeros_like(m), m)   # an all -inf row: NaN logp
+    d = z.sub_(m.unsqueeze(1))
+    if temperature != 1.0:
+        d.div_(temperature)
+    e = None
+    if need_entropy:
+        d.clamp_(min=_NEG_CLAMP)
+        blocks, cb = _column_blocks(*d.shape, d.element_size())
+        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
+        s = torch.zeros(d.shape[0], dtype=d.dtype)
+        t = torch.zeros_like(s)
+        for c0, c1 in blocks:
+            db = d[:, c0:c1]
+            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+            s += eb.sum(1)
+            if keep_d:
+                t += eb.mul_(db).sum(1)
+            else:
+                t += db.mul_(eb).sum(1)
+                db.copy_(eb)                                      # z holds e from here on
+        e = None if keep_d else d
+    else:
+        e = d.exp_()
+        s = e.sum(1)
+    logs = s.log()
+    logp = (xy - m) / temperature - logs
+    ent = logs - t / s if need_entropy else None
+    return logp, ent, logs, e
+
+
+def _dlogits_(d: torch.Tensor, e: Optional[torch.Tensor], lab: torch.Tensor,
+              logs: torch.Tensor, ent: Optional[torch.Tensor], g_lp: torch.Tensor,
+              g_ent: Optional[torch.Tensor], temperature: float) -> torch.Tensor:
+    """dL/dz [R, V] in place: cpu_tiles._tile_grad_'s exp(d) (c1 + c2 d) form plus the
+    label's g_lp / T. g_ent None: e = exp(d) is the tile (scaled in place); else the tile
+    holds d and exp(d) is recomputed block by block."""
+    scale = -torch.exp(-logs) / temperature                       # -1 / (s T)
+    if g_ent is None:
+        dz = e.mul_((scale * g_lp).unsqueeze(1))
+    else:
+        c1 = (scale * (g_lp - g_ent * (logs - ent))).unsqueeze(1)
+        c2 = (scale * g_ent).unsqueeze(1)
+        blocks, cb = _column_blocks(*d.shape, d.element_size())
+        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
+        for c0, c1_ in blocks:
+            db = d[:, c0:c1_]
+            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+            db.mul_(c2).add_(c1).mul_(eb)
+        dz = d
+    return dz.scatter_add_(1, lab.unsqueeze(1), (g_lp / temperature).unsqueeze(1))
+
+
+def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, ref,
+                              terms: LossTerms, temperature: float, need_entropy: bool,
+                              need_h: bool, need_w: bool, need_b: bool,
+                              options: FusedOptions = DEFAULT_FUSED):
+    """hidden [N, H], weight [V, H], bias [V] or None; rows [NV] (scored rows), lab, old,
+    adv, wts, ref [NV] (ref None: no KL term).
+
+    Returns (loss 0-dim, logp [NV], entropy [NV] or None, gh [NV, H] or None, gw [V, H]
+    or None, gb [V] or None), all in the computation dtype (fp64 for fp64 inputs, else
+    fp32); gh/gw/gb None where not needed.
+    """
+    v, h = weight.shape
+    dt = _cdtype(hidden, weight, bias)
+    nv = rows.numel()
+    wf = weight.to(dt)
+    bf = None if bias is None else bias.to(dt)
+    hv = hidden.index_select(0, rows).to(dt)
+    old, adv, wts = old.to(dt), adv.to(dt), wts.to(dt)
+    ref = None if ref is None else ref.to(dt)
+    loss = torch.zeros((), dtype=dt)
+    logp = torch.empty(nv, dtype=dt)
+    ent_all = torch.empty(nv, dtype=dt) if need_entropy else None
+    gh = torch.empty(nv, h, dtype=dt) if need_h else None
+    gw = (torch.zeros if nv == 0 else torch.empty)(v, h, dtype=dt) if need_w else None
+    gb = torch.zeros(v, dtype=dt) if need_b else None
+    rc = chunk_rows(nv, v, torch.finfo(dt).bits // 8, options, hidden.device)
+    z_buf = torch.empty(min(rc, nv) * v, dtype=dt)
+    for r0 in range(0, nv, rc):
+        r1 = min(nv, r0 + rc)
+        hc, lc = hv[r0:r1], lab[r0:r1]
+        z = z_buf[:(r1 - r0) * v].view(r1 - r0, v)
+        if bf is None:
+            torch.mm(hc, wf.t(), out=z)
+        else:
+            torch.addmm(bf, hc, wf.t(), out=z)
+        lp, ent, logs, e = _row_stats_(z, lc, temperature, need_entropy,
+                                       bool(terms.entropy_coef))
+        part, g_lp, g_ent = token_terms(lp, ent, old[r0:r1], adv[r0:r1], wts[r0:r1],
+                                        None if ref is None else ref[r0:r1], terms)
+        loss += part
+        logp[r0:r1] = lp
+        if need_entropy:
+            ent_all[r0:r1] = ent
+        if not (need_h or need_w or need_b):
+            continue
+        dz = _dlogits_(z, e, lc, logs, ent, g_lp, g_ent, temperature)
+        if need_h:
+            torch.mm(dz, wf, out=gh[r0:r1])
+        if need_w and r0 == 0:
+            torch.mm(dz.t(), hc, out=gw)                          # written, not accumulated
+        elif need_w:
+            gw.addmm_(dz.t(), hc)
+        if need_b:
+            gb += dz.sum(0)
+    return loss, logp, ent_all, gh, gw, gb
