@@ -52,3 +52,27 @@ def test_a_warm_start_that_differs_from_the_filed_one_is_one_line(tmp_path, caps
                       "--runs", str(tmp_path / "runs"), "--results", str(results)],
              "is not the one filed", "cannot be paired")
     assert not (results / c.name / "grpo-seed0").exists()
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("missing metrics", "metrics.jsonl: no such file"),
+    ("deep eval", "eval.json: JSON nested too deeply"),
+    ("deep metrics", "metrics.jsonl"),
+    ("huge integer", "eval.json: refused"),
+])
+def test_a_missing_or_hostile_filed_file_is_one_line(tmp_path, capsys, damage, needle):
+    """issue 47: a missing metrics.jsonl and deep JSON were tracebacks of `map.py report`
+    (a folder or a fifo in a file's place: test_map_filed.py)."""
+    from test_map import _cell_by_hand
+    c = _cell_by_hand(tmp_path)
+    run = tmp_path / c.name / "oracle-seed3"
+    if damage == "missing metrics":
+        (run / "metrics.jsonl").unlink()
+    elif damage == "deep eval":
+        (run / "eval.json").write_text("[" * 200_000 + "]" * 200_000)
+    elif damage == "deep metrics":
+        good = (run / "metrics.jsonl").read_text()      # not the last line: not a torn tail
+        (run / "metrics.jsonl").write_text("[" * 200_000 + "]" * 200_000 + "\n" + good)
+    else:
+        (run / "eval.json").write_text('{"success": ' + "9" * 5000 + "}")
+    one_line(capsys, ["report", "--results", str(tmp_path)], "oracle-seed3/", needle)
