@@ -1,4 +1,4 @@
-"""What every benchmark script does with its inputs (benchmarks/RESULTS.md, "Inputs of the
+"""What every benchmark script does with its inputs (benchmarks/results/script_inputs.md, "Inputs of the
 benchmark scripts"): refuse what it cannot read, in one line, exit status 2, before any work.
 
     Parser              argparse.ArgumentParser whose errors are one line ("error: ...")

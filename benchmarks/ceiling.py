@@ -1,4 +1,4 @@
-"""Every credit method against the ceiling (benchmarks/RESULTS.md, "The credit ceiling").
+"""Every credit method against the ceiling (benchmarks/results/corridor_ceiling_summary.md).
 
 Reads a finished `sharpo compare` directory and prints, per method, the gain over a
 reference method (GRPO) in late training success (paired by RL seed) and in held-out

@@ -1,5 +1,5 @@
 """Where SHARPO helps: the corridor map over horizon, decisive turns and warm-start strength
-(benchmarks/RESULTS.md, "Where SHARPO helps"; code: benchmarks/corridor_map/).
+(benchmarks/results/map_summary.md; code: benchmarks/corridor_map/).
 
 Every cell is one warm start (the corridor recipe v2 at that size; "weak": the same with
 sft.epochs=0.7) shared by GRPO, SHARPO λ 0.2 and the oracle, RL seeds 0-4, 20 steps, 4

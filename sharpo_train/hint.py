@@ -3,7 +3,8 @@ it shows, where it goes in the prompt and how it is cut. Every caller builds its
 the trainer (step/teacher.py), SFT's hint-aware warm start (loops/sft.py), the teacher probes
 (analysis/teacher_probe.py, envs/corridor/door_probe.py), the environments' ``render_hint`` and the engine
 integrations (verl, verl-agent, TRL). Plain strings and token ids; of the project it
-imports only errors.py, so any layer may use it.
+imports only errors.py, checks.py and ``setting`` (settings/loader.py, torch-free), so any
+layer may use it.
 
 - ``HintSettings``: placement, scope, max_observation_chars, max_hint_tokens, template,
   with their one set of defaults and checks; ``HintKeys``: the same first three as the
@@ -22,11 +23,12 @@ imports only errors.py, so any layer may use it.
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Callable, Optional, Sequence, Union
 
 from .checks import is_int
 from .errors import ConfigError
+from .settings.loader import setting
 
 __all__ = ["HINT_TEMPLATE", "HINT_SEPARATOR", "TRUNCATION_MARK", "MIN_HINT_TOKENS",
            "INVALID_ACTION", "SCOPE_TRAJECTORY", "SCOPE_TO_TURN", "HINT_SCOPES",
@@ -55,11 +57,15 @@ MAX_OBSERVATION_CHARS_LIMIT = 1 << 20
 @dataclass
 class HintSettings:
     """How a hint looks and where it goes; the one home of these defaults."""
-    placement: str = PLACEMENT_AFTER_TASK   # after_task | after_observation (place_hint)
-    scope: str = SCOPE_TRAJECTORY           # trajectory | to_turn (scoped)
-    max_observation_chars: int = 200        # an observation is cut to this (0: left out)
-    max_hint_tokens: int = 512              # the integrations' hint budget (cut_hint_ids)
-    template: str = HINT_TEMPLATE           # "{hint}" = the rendered peer
+    placement: str = setting(PLACEMENT_AFTER_TASK, "where the hint goes: after_task or "
+                             "after_observation (docs/training.md)")
+    scope: str = setting(SCOPE_TRAJECTORY, "what the hint holds: trajectory (the whole "
+                         "peer) or to_turn (the peer up to the row's turn)")
+    max_observation_chars: int = setting(200, "an observation in the hint is cut to this "
+                                         "many characters (0: left out); >= 0")
+    max_hint_tokens: int = setting(512, "the integrations' hint budget in tokens (the hint "
+                                   "is cut: cut_hint_ids)")
+    template: str = setting(HINT_TEMPLATE, "hint text; {hint} = the rendered peer")
 
     def validate(self, prefix: str = "") -> "HintSettings":
         """ValueError/TypeError naming the field (after ``prefix``, e.g. ``"hint_"`` for a
@@ -80,6 +86,11 @@ class HintSettings:
 
 
 HINT_DEFAULTS = HintSettings()
+
+
+def _help(name: str) -> str:
+    """The help of HintSettings' field ``name`` (the hint_* keys repeat it)."""
+    return next(f.metadata["help"] for f in fields(HintSettings) if f.name == name)
 
 
 def check_max_hint_tokens(v, name: str = "max_hint_tokens") -> None:
@@ -118,14 +129,10 @@ class HintKeys:
     """The ``hint_*`` keys of a settings section (the trainer's ``teacher.*``, ``sft.*``):
     ``HintSettings``' placement, scope and max_observation_chars, same defaults, same
     checks. A section extends it and calls ``super().validate()``."""
-    hint_max_observation_chars: int = field(
-        default=HINT_DEFAULTS.max_observation_chars, metadata={"help": "an observation in the "
-        "hint is cut to this many characters (0: left out); >= 0"})
-    hint_placement: str = field(default=HINT_DEFAULTS.placement, metadata={"help": "where the "
-                                "hint goes: after_task or after_observation (docs/training.md)"})
-    hint_scope: str = field(default=HINT_DEFAULTS.scope, metadata={"help": "what the hint "
-                            "holds: trajectory (the whole peer) or to_turn (the peer up to the "
-                            "row's turn)"})
+    hint_max_observation_chars: int = setting(HINT_DEFAULTS.max_observation_chars,
+                                              _help("max_observation_chars"))
+    hint_placement: str = setting(HINT_DEFAULTS.placement, _help("placement"))
+    hint_scope: str = setting(HINT_DEFAULTS.scope, _help("scope"))
 
     def hint_settings(self) -> HintSettings:
         return HintSettings(placement=self.hint_placement, scope=self.hint_scope,

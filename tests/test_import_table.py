@@ -37,10 +37,10 @@ ALLOWED = {
     "sharpo_train": {
         "__init__": (), "errors": (), "checks": (), "tags": (), "assets": (), "configs": (),
         "io": ("errors",), "failures": ("errors",), "inputs": ("errors",),
-        "hint": ("errors", "checks"),
+        "hint": ("errors", "checks", "settings"),                     # settings: setting()
         "outputs": ("errors", "io", "inputs"),
         "settings": ("errors", "checks", "inputs", "io"),              # no torch
-        "envs": BASE,                                                   # no training room
+        "envs": BASE + ("settings",),                                   # no training room
         "models": BASE + ("assets",),                                   # never settings
         "step": BASE + ("envs", "models", "sharpo_kernels"),
         "estimators": BASE + ("settings", "step", "sharpo_kernels"),

@@ -1,4 +1,4 @@
-"""The map's cells and units (benchmarks/RESULTS.md, "Where SHARPO helps"): what a cell is,
+"""The map's cells and units (benchmarks/results/map_summary.md): what a cell is,
 how its name and its `sharpo compare` settings follow from it, the declared order, and
 which units are finished (bookkeeping only: nothing here trains).
 

@@ -38,8 +38,8 @@ def write_json(path: Path, obj) -> None:
 
 
 def machine() -> dict:
-    """What a warm start's bits depend on besides the code (RESULTS.md, "Reproducing a
-    number"): the processor, the instruction set torch dispatches to, and the versions of
+    """What a warm start's bits depend on besides the code (benchmarks/results/machines.md,
+    "Reproducing a number"): the processor, the instruction set torch dispatches to, and the versions of
     the packages that compute. Filed with every unit, so that a refused pairing says why."""
     import platform
     from importlib import metadata

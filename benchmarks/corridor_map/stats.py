@@ -14,7 +14,7 @@ Beside them, not part of the reading, the credit diagnostics each run logged per
 (``DIAGNOSTICS``: the credit AUC against the corridor's exact lamp labels, SHARPO's teacher
 coverage, clipped segments and weight range), averaged over steps, then over seeds.
 
-The declared reading (RESULTS.md, "Where SHARPO helps"): a cell counts as "SHARPO helps"
+The declared reading (benchmarks/results/map_summary.md): a cell counts as "SHARPO helps"
 only when SHARPO and GRPO both finished every one of the cell's seeds and the by-seed 95%
 interval of SHARPO - GRPO (held-out) excludes 0 from above (``verdict``).
 """
@@ -185,7 +185,7 @@ def verdict(g: dict, seeds=SEEDS) -> str:
 
 
 def warm_fails(warm: dict) -> list[str]:
-    """The declared warm-start failures (RESULTS.md, "Where SHARPO helps"): its held-out
+    """The declared warm-start failures (benchmarks/results/map_summary.md): its held-out
     success at or below the random agent's, and its right-door rate at a lamp at chance
     (within 1.96 binomial standard errors of 1/2 over its lamp turns: two doors)."""
     out = []

@@ -24,17 +24,20 @@ __all__ = ["SharpoCoefficients", "SHARPO_DEFAULTS", "COEFFICIENT_NAMES", "with_c
            "effective_coefficient"]
 
 
-def _coef(default: float, help: str):
+def setting(default: float, help: str):
+    """A field with its one-line help in ``metadata["help"]``: the help mechanism of every
+    settings class of the project (sharpo_train/settings/loader.py ``setting``, which this
+    torch-only package cannot import) and what HfArgumentParser reads."""
     return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class SharpoCoefficients:
-    lam: float = _coef(0.2, "SHARPO mixing weight lambda, in [0, 1] (paper: 0.2, 0.05).")
-    alpha: float = _coef(0.5, "Bound of the segment weight deviation |w - 1| <= alpha, in (0, 1).")
-    tau: float = _coef(1.0, "Temperature of the gap squashing, > 0.")
-    rho_min: float = _coef(0.25, "Lower clip of the length factor, > 0.")
-    rho_max: float = _coef(4.0, "Upper clip of the length factor, >= rho_min.")
+    lam: float = setting(0.2, "SHARPO mixing weight lambda, in [0, 1] (paper: 0.2, 0.05).")
+    alpha: float = setting(0.5, "Bound of the segment weight deviation |w - 1| <= alpha, in (0, 1).")
+    tau: float = setting(1.0, "Temperature of the gap squashing, > 0.")
+    rho_min: float = setting(0.25, "Lower clip of the length factor, > 0.")
+    rho_max: float = setting(4.0, "Upper clip of the length factor, >= rho_min.")
 
     def checked(self) -> "SharpoCoefficients":
         """The same coefficients as floats; ValueError/TypeError naming the first bad one

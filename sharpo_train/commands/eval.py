@@ -27,8 +27,10 @@ from ._run_dir_arg import add_run_dir
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval", help="evaluate a run's checkpoint or a model directory",
-                              description=__doc__)
+    from .settings import add_settings_parser
+    # the trainer's settings (eval.*, env.*, model.*): eval loads the trainer's Config
+    p = add_settings_parser(subparsers, "eval", "evaluate a run's checkpoint or a model directory",
+                            __doc__, settings="train")
     src = p.add_mutually_exclusive_group(required=True)
     add_run_dir(src, "--run", help="a run directory (uses RUN/checkpoints/latest) or a "
                                    "`sharpo demo` directory")

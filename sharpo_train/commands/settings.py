@@ -27,27 +27,16 @@ def register(subparsers) -> None:
 
 
 def env_rows() -> list:
-    """``env.name`` and every environment's own ``env.<key>`` (EnvSpec.settings: type and
-    range; the environment supplies the default)."""
+    """``env.name`` and every environment's own ``env.<key>``: the rows of its settings
+    class (EnvSpec.settings_class: type, default, range and help, settings/describe.py)."""
     from ..envs.registry import DEFAULT_ENV, env_names, get_spec
-    from ..settings.describe import SettingRow, is_int_type, type_name
-    from ..settings.loader import INT_LIMIT
+    from ..settings.describe import SettingRow, setting_rows as rows_of
 
     rows = [SettingRow("env.name", "str", DEFAULT_ENV, f"one of {env_names()}",
                        "the environment; its own env.<key> settings follow")]
     for name in env_names():
-        spec = get_spec(name)
-        for key, entry in spec.settings.items():
-            if key == "name":
-                continue
-            lo, hi = (entry[1:3] + (None, None))[:2]
-            if is_int_type(entry[0]) and (lo is not None or hi is not None):   # every int is
-                lo = -INT_LIMIT if lo is None else lo                     # within INT_LIMIT
-                hi = INT_LIMIT if hi is None else hi
-            rng = "" if lo is None and hi is None else \
-                f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
-            rows.append(SettingRow(f"env.{key}", type_name(entry[0]), "(the environment's)",
-                                   rng, f"(env.name={name}) {spec.settings_help.get(key, '')}"))
+        rows += [r._replace(help=f"(env.name={name}) {r.help}")
+                 for r in rows_of(get_spec(name).settings_class(), "env.")]
     return rows
 
 
@@ -146,9 +135,11 @@ def write_docs(path) -> None:
     p.write_text(text, encoding="utf-8")
 
 
-def add_settings_parser(subparsers, command: str, help: str, description: str):
+def add_settings_parser(subparsers, command: str, help: str, description: str,
+                        settings: str = ""):
     """The parser of a command that takes ``key=value`` settings: its ``-h/--help`` ends
-    with every setting of ``command`` (``SettingsHelp``)."""
+    with every setting of ``settings`` (one of ``COMMANDS``; default ``command`` itself:
+    `sharpo eval` takes the trainer's, ``SettingsHelp``)."""
     p = subparsers.add_parser(command, help=help, description=description, add_help=False)
-    p.add_argument("-h", "--help", action=SettingsHelp, command=command)
+    p.add_argument("-h", "--help", action=SettingsHelp, command=settings or command)
     return p

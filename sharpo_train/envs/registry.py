@@ -2,7 +2,7 @@
 
 Specs are registered by import path and imported on first use, so an environment's
 optional dependencies (alfworld) load only when it is used. Adding an environment is one
-line here (or ``register_env`` from user code); docs/training.md, "Adding an environment".
+line here (or ``register_env`` from user code); docs/adding_an_environment.md.
 """
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 
 Each environment package declares one ``ENV_SPEC`` (``envs/<name>/spec.py``, or the module of a
 one-file environment) and ``envs/registry.py`` lists it by import path, so nothing else
-names an environment (docs/training.md, "Adding an environment")::
+names an environment (docs/adding_an_environment.md)::
 
     ENV_SPEC = EnvSpec(
         name="counter", make_suite=make_suite, prompts=prompts,
-        settings={"name": (str,), "num_train": (int, 1, 100000), "seed": (int, 0, None)},
+        settings_class=CounterSettings,      # env.* : setting(default, help) fields
         families=("Up", "Down"))
 
 Hooks that need heavy or optional dependencies (the ALFWorld engine, torch) are given as
@@ -15,6 +15,7 @@ loading a config or starting the CLI imports no engine.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -106,19 +107,21 @@ class ProbeHooks:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings`` are
+    """One environment. Only ``name``, ``make_suite``, ``prompts`` and ``settings_class`` are
     required; every other field has a default that means "not offered"."""
 
     name: str                               # env.name
     make_suite: Callable                    # (env_config: dict) -> EnvSuite (envs/base.py)
     prompts: Any                            # module/object with render_turn_prompt,
                                             # parse_action, render_hint (envs/turn_prompt.py)
-    settings: Schema                        # env.<key> -> (type, lo, hi); must hold "name"
-    nested_settings: Mapping[str, Schema] = field(default_factory=dict)
-                                            # env.<key>.<sub> of mapping-valued keys
-    settings_help: Mapping[str, str] = field(default_factory=dict)
-                                            # env.<key> -> one line: what it sets and its
-                                            # default (`sharpo settings env.`)
+    settings_class: Optional[type] = None   # the env.* settings: a dataclass of
+                                            # setting(default, help) fields with a
+                                            # validate() (in_range: the ranges), used by
+                                            # the engine itself (envs/env_config.py
+                                            # settings_from); required
+    nested_settings: Mapping[str, type] = field(default_factory=dict)
+                                            # env.<key>.<sub> of a mapping-valued key: its
+                                            # settings class (ALFWorld's env.generate)
     families: Sequence[str] = ()            # task families, in report table order
     label: str = ""                         # display name in reports ("" -> name)
     family_word: str = "task family"        # what a family is in report text
@@ -153,18 +156,26 @@ class EnvSpec:
     probe: Optional[str] = None             # "module:attr" -> ProbeHooks (teacher probe)
     command: Optional[str] = None           # "module:attr" -> register(subparsers): the
                                             # environment's own `sharpo <name> ...` command
+    # derived from settings_class: env.<key> -> (type,) | (type, lo, hi), "name" included
+    # (the config check, loops/train_config.py check_env), and env.<key> -> its help
+    settings: Schema = field(init=False, default=None)
+    settings_help: Mapping[str, str] = field(init=False, default=None)
 
     def __post_init__(self):
-        if "name" not in self.settings:
-            raise ValueError(f"EnvSpec {self.name!r}: settings must hold 'name'")
+        if not (isinstance(self.settings_class, type)
+                and dataclasses.is_dataclass(self.settings_class)):
+            raise ValueError(f"EnvSpec {self.name!r}: settings_class: expected the dataclass "
+                             f"of its env.* settings, got {self.settings_class!r}")
+        from ..settings.describe import schema_of
+        object.__setattr__(self, "settings", {"name": (str,),
+                                              **schema_of(self.settings_class)})
+        object.__setattr__(self, "settings_help", {
+            f.name: " ".join(f.metadata.get("help", "").split())
+            for f in dataclasses.fields(self.settings_class)})
         for key in self.reward_settings:
             if key not in self.settings:
                 raise ValueError(f"EnvSpec {self.name!r}: reward setting {key!r} is not in "
                                  "its settings")
-        unknown = sorted(set(self.settings_help) - set(self.settings))
-        if unknown:
-            raise ValueError(f"EnvSpec {self.name!r}: settings_help names keys not in its "
-                             f"settings: {unknown}")
         for fn in ("render_turn_prompt", "parse_action", "render_hint"):
             if not callable(getattr(self.prompts, fn, None)):
                 raise ValueError(f"EnvSpec {self.name!r}: prompts has no {fn}()")

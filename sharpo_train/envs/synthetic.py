@@ -7,7 +7,7 @@ Actions are parsed from ``<action>...</action>`` exactly as for ALFWorld; a repl
 one is an invalid action ("Nothing happens."). Deterministic, in-process, instant, so the
 loop tests run in seconds. Registered as env.name "synthetic" (``ENV_SPEC``).
 
-env_config keys: num_train (16), num_eval (4), max_steps (6), max_distance (2), seed (0).
+env_config keys: ``CounterSettings`` (defaults, help and ranges: `sharpo settings env.`).
 
 "Signs" (env.name "signs"): a corridor of ``num_signs`` rooms; in each, the observation
 says which way a sign points, and the admissible actions are "go left" / "go right".
@@ -17,36 +17,59 @@ format-only policy that picks at random wins 2**-num_signs of its episodes, and 
 episode holds right steps before its one wrong step: the case segment-level credit is
 for. Used by the learning-direction test (tests/train/loops/test_learning_direction.py).
 Registered as env.name "signs" (``SIGNS_SPEC``).
-env_config keys: num_train (16), num_eval (8), num_signs (3), seed (0).
+env_config keys: ``SignsSettings``.
 """
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import sys
 
-from .env_config import check_env_config, opt_int
+from ..settings.loader import in_range, setting
+from .env_config import settings_from
 from .base import Env, EnvSuite, Observation, SerialEnvPool, StepResult, Task
 from .spec import EnvSpec
 from .turn_prompt import parse_action, render_hint   # the shared reply format and hint
 
-# env.<key> -> (type, lo, hi) of each environment here (train_config.check_env reads it via ENV_SPEC)
-SETTINGS: dict[str, tuple] = {
-    "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-    "max_steps": (int, 1, 10000), "max_distance": (int, 1, 10000), "seed": (int, 0, None)}
-SIGNS_SETTINGS: dict[str, tuple] = {
-    "name": (str,), "num_train": (int, 1, 100000), "num_eval": (int, 0, 100000),
-    "num_signs": (int, 1, 100), "seed": (int, 0, None)}
-SETTINGS_HELP = {"num_train": "training tasks (default 16)", "num_eval": "held-out tasks (default 4)",
-                 "max_steps": "step limit per episode (default 6)",
-                 "max_distance": "largest distance to the target (default 2)",
-                 "seed": "seed of the task draw (default 0)"}
-SIGNS_SETTINGS_HELP = {"num_train": "training tasks (default 16)",
-                       "num_eval": "held-out tasks (default 8)",
-                       "num_signs": "signs per task, one turn each (default 3)",
-                       "seed": "seed of the task draw (default 0)"}
-_KNOWN = set(SETTINGS)
+
+@dataclass
+class TaskDraw:
+    """The env.* both synthetic environments share: how many tasks, drawn from which seed."""
+    num_train: int = setting(16, "training tasks")
+    num_eval: int = setting(4, "held-out tasks")
+    seed: int = setting(0, "seed of the task draw")
+
+    def validate(self) -> None:
+        in_range(self, "num_train", 1, 100000)
+        in_range(self, "num_eval", 0, 100000)
+        in_range(self, "seed", 0)
+
+
+@dataclass
+class CounterSettings(TaskDraw):
+    """env.* of "synthetic" (the counter)."""
+    max_steps: int = setting(6, "step limit per episode")
+    max_distance: int = setting(2, "largest distance to the target")
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "max_steps", 1, 10000)
+        in_range(self, "max_distance", 1, 10000)
+
+
+@dataclass
+class SignsSettings(TaskDraw):
+    """env.* of "signs"."""
+    num_eval: int = setting(8, "held-out tasks")
+    num_signs: int = setting(3, "signs per task, one turn each")
+
+    def validate(self) -> None:
+        super().validate()
+        in_range(self, "num_signs", 1, 100)
+
+
 ACTIONS = ["increase", "decrease"]
 
 
@@ -105,24 +128,15 @@ def make_tasks(n: int, seed: int, max_distance: int, prefix: str) -> list[Task]:
     return out
 
 
-def _env_int(env_config: dict, key: str, default: int, lo: int) -> int:
-    """env_config[key] (``default`` when absent or null): an int >= lo (env_config.opt_int)."""
-    v = opt_int(env_config, key, lo)
-    return default if v is None else v
-
-
 def make_suite(env_config: dict) -> EnvSuite:
-    cfg = check_env_config(env_config, _KNOWN, "synthetic")
-    max_steps, dist = _env_int(cfg, "max_steps", 6, 1), _env_int(cfg, "max_distance", 2, 1)
-    seed = _env_int(cfg, "seed", 0, 0)
-    train = make_tasks(_env_int(cfg, "num_train", 16, 1), seed, dist, "train")
-    evals = make_tasks(_env_int(cfg, "num_eval", 4, 0), seed + 1, dist, "eval")
-    return EnvSuite(train, evals, lambda n=None: SerialEnvPool(lambda: CounterEnv(max_steps)),
+    s = settings_from(env_config, CounterSettings, "synthetic")
+    train = make_tasks(s.num_train, s.seed, s.max_distance, "train")
+    evals = make_tasks(s.num_eval, s.seed + 1, s.max_distance, "eval")
+    return EnvSuite(train, evals, lambda n=None: SerialEnvPool(lambda: CounterEnv(s.max_steps)),
                     ["Up", "Down"])
 
 
 SIGN_ACTIONS = ["go left", "go right"]
-_SIGNS_KNOWN = set(SIGNS_SETTINGS)
 
 
 class SignsEnv(Env):
@@ -164,22 +178,21 @@ def make_sign_tasks(n: int, seed: int, num_signs: int, prefix: str) -> list[Task
 
 
 def make_signs_suite(env_config: dict) -> EnvSuite:
-    cfg = check_env_config(env_config, _SIGNS_KNOWN, "signs")
-    k, seed = _env_int(cfg, "num_signs", 3, 1), _env_int(cfg, "seed", 0, 0)
-    train = make_sign_tasks(_env_int(cfg, "num_train", 16, 1), seed, k, "train")
-    evals = make_sign_tasks(_env_int(cfg, "num_eval", 8, 0), seed + 1, k, "eval")
+    s = settings_from(env_config, SignsSettings, "signs")
+    train = make_sign_tasks(s.num_train, s.seed, s.num_signs, "train")
+    evals = make_sign_tasks(s.num_eval, s.seed + 1, s.num_signs, "eval")
     return EnvSuite(train, evals, lambda n=None: SerialEnvPool(SignsEnv), ["Signs"])
 
 
 # this module is both environments' prompts (render_turn_prompt above; parse_action and
 # render_hint shared)
 ENV_SPEC = EnvSpec(name="synthetic", make_suite=make_suite, prompts=sys.modules[__name__],
-                   settings=SETTINGS, settings_help=SETTINGS_HELP, families=("Up", "Down"),
+                   settings_class=CounterSettings, families=("Up", "Down"),
                    label="Counter (synthetic)")
 SIGNS_SPEC = EnvSpec(name="signs", make_suite=make_signs_suite, prompts=sys.modules[__name__],
-                     settings=SIGNS_SETTINGS, settings_help=SIGNS_SETTINGS_HELP,
+                     settings_class=SignsSettings,
                      families=("Signs",), label="Signs (synthetic)")
 
 __all__ = ["CounterEnv", "SignsEnv", "make_suite", "make_signs_suite", "make_tasks",
            "make_sign_tasks", "render_turn_prompt", "parse_action", "render_hint", "ENV_SPEC",
-           "SIGNS_SPEC"]
+           "SIGNS_SPEC", "CounterSettings", "SignsSettings"]

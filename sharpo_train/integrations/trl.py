@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from sharpo_train.integrations.trl_version import check_trl_version
@@ -58,6 +58,7 @@ from sharpo_train.estimators.sharpo_stats import StepStatInputs, lam_zero_stats,
 from sharpo_train.integrations.chat_templates import enable_tool_calling
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
+from sharpo_train.settings.loader import setting
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
                                               response_segment_ids, teacher_pass)
@@ -73,13 +74,10 @@ class SharpoConfig(GRPOConfig):
     """``GRPOConfig`` plus SHARPO's settings: the kernel's coefficients (lam, alpha, tau,
     rho_min, rho_max: ``sharpo_kernels.SharpoCoefficients``, their defaults and help; docs/
     method.md §4), then these (the hint's: sharpo_train/hint.py)."""
-    success_threshold: float = field(default=SUCCESS_THRESHOLD,
-                                     metadata={"help": "A completion succeeds when its reward >= this."})
-    hint_template: str = field(default=HINT_DEFAULTS.template,
-                               metadata={"help": "Hint text; {hint} = the peer's completion."})
-    max_hint_tokens: int = field(default=HINT_DEFAULTS.max_hint_tokens,
-                                 metadata={"help": "Hint budget in tokens (the hint is cut)."})
-    segmenter: str = field(default="tags", metadata={"help": "'tags' (<think>/<action> per turn) or 'completion'."})
+    success_threshold: float = setting(SUCCESS_THRESHOLD, "A completion succeeds when its reward >= this.")
+    hint_template: str = setting(HINT_DEFAULTS.template, "Hint text; {hint} = the peer's completion.")
+    max_hint_tokens: int = setting(HINT_DEFAULTS.max_hint_tokens, "Hint budget in tokens (the hint is cut).")
+    segmenter: str = setting("tags", "'tags' (<think>/<action> per turn) or 'completion'.")
 
     def __post_init__(self):
         super().__post_init__()

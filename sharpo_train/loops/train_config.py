@@ -36,6 +36,7 @@ from ..estimators import ESTIMATORS
 from ..estimators.registry import estimator_config
 from ..io import atomic_write_text
 from ..models.lora import LORA_HEAD_REASON, LORA_REFUSED_TARGETS, LORA_TARGETS
+from ..settings.describe import schema_of
 from ..settings.loader import (INT_LIMIT, apply_overrides, check_schema, flat_keys, in_range,
                                load_settings, need, parse_overrides, read_yaml_layers, setting,
                                validate_settings)
@@ -338,9 +339,9 @@ def check_env(env: dict) -> None:
     need(env["name"] in ENVS, "env.name", f"one of {env_names()}", env["name"])
     spec = get_spec(env["name"])
     check_schema(env, spec.settings, "env.")
-    for key, schema in spec.nested_settings.items():
+    for key, cls in spec.nested_settings.items():
         if isinstance(env.get(key), dict):
-            check_schema(env[key], schema, f"env.{key}.")
+            check_schema(env[key], schema_of(cls), f"env.{key}.")
 
 
 def _env_default() -> dict:

@@ -35,7 +35,7 @@ from .recipe_config import DemoConfig, setting_owners, settings_class
 # trajectory as the teacher's hint, so that the RL teacher can read a hint; with the hint
 # after the turn's observation (sft.hint_placement, teacher.hint_placement) this tiny
 # model's teacher probe AUC goes 0.39 -> 0.71 on real valid_seen games; with the hint
-# after the task it does not improve (0.59 -> 0.41): benchmarks/RESULTS.md, "RL that learns".
+# after the task it does not improve (0.59 -> 0.41): benchmarks/results/rl_that_learns.md.
 DEMO_SFT = ["max_steps=800", "batch_size=16", "lr=3e-3", "warmup_steps=10", "threads=1",
             "prompt_loss_weight=0.3", "log_every=50", "model.hidden_size=128",
             "model.num_layers=2", "model.intermediate_size=512", "hint_fraction=0.5",
@@ -43,7 +43,7 @@ DEMO_SFT = ["max_steps=800", "batch_size=16", "lr=3e-3", "warmup_steps=10", "thr
 # log.progress: the RL phase shows a progress bar (steps done / total_steps).
 # optim.lr 5e-5 and trajectory-mean aggregation: on 120 held-out games every RL run from this
 # warm start (lr 5e-5 to 2e-4, 12-24 steps, GRPO or SHARPO, RL seeds 0-1) ended 1.7-6.7
-# points above it, none below (benchmarks/RESULTS.md, "RL that learns").
+# points above it, none below (benchmarks/results/rl_that_learns.md).
 # eval.before_train + eval.train_tasks: the learning curve's step 0 and a training curve on
 # a fixed sample of training games (the per-step training success swings with the draw of
 # 4 tasks); eval.every=8: three held-out points (0, 8, 16) on demo.eval_games games.

@@ -143,6 +143,23 @@ def field_range(obj: Any, name: str) -> str:
     return "; ".join(dict.fromkeys(parts))
 
 
+def schema_of(cls: type) -> dict:
+    """``{field: (type,) | (type, lo, hi)}`` of the flat settings dataclass ``cls``, the
+    bounds read from its ``validate()``'s ``in_range`` calls (the schema of a free-form
+    mapping such as ``env.*``: settings/loader.py ``check_schema``)."""
+    hints = typing.get_type_hints(cls)
+    obj, out = cls(), {}
+    for f in dataclasses.fields(cls):
+        bounds = ()
+        for key, kind, node, module in _checks(cls):
+            if key == f.name and kind == "in_range":
+                scope = {**vars(module), "self": obj} if module else {"self": obj}
+                args = list(node.args[2:4]) + [None] * (2 - len(node.args[2:4]))
+                bounds = tuple(_bound(a, scope) for a in args)
+        out[f.name] = (hints[f.name], *bounds)
+    return out
+
+
 def setting_rows(obj: Any, prefix: str = "") -> list[SettingRow]:
     """One row per leaf setting of the settings dataclass instance ``obj`` (its defaults:
     pass ``cls()``), nested dataclasses walked; a field whose value is a mapping is skipped

@@ -10,7 +10,7 @@ import os
 import time
 
 from ..command_args import int_in, non_negative, positive, run_logged
-from . import MAX_GENERATED
+from .settings import MAX_GENERATED
 
 
 def _pick_split(games: str, split: str | None) -> str:

@@ -47,11 +47,10 @@ from ...checks import check_int
 from ..base import Env, Observation, StepResult, Task
 from .experts import HandcodedExpert
 from .games import GAME_FILE, read_game
+from .settings import DEFAULT_MAX_STEPS, EXPERT_TYPES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_STEPS = 50
-EXPERT_TYPES = ("planner", "handcoded")
 INVALID_FEEDBACK = "Nothing happens."   # PddlEnv.step's answer to a non-admissible command
 _BANNER_RE = re.compile(r"^\s*-=\s*Welcome to TextWorld, ALFRED!\s*=-\s*", re.IGNORECASE)
 _TASK_RE = re.compile(r"\n?\s*Your task is to:\s*(.+?)\s*$", re.DOTALL)

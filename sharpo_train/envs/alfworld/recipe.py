@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 from ...checks import check_int
+from ...settings.loader import setting
 from ...errors import ConfigError
 from ..base import balanced_tasks
 from ..spec import RecipeSpec
@@ -29,13 +30,13 @@ class AlfworldDemoSettings:
     """ALFWorld's own ``demo.<key>`` settings of `sharpo demo` / `sharpo compare`
     (RecipeSpec.settings), beside DemoConfig's env-neutral ones (recipes/recipe_config.py)."""
 
-    game_size: str = field(default="tiny", metadata={"help": "room size of the generated games "
-                           "(generator.SIZES): tiny, small, medium or large"})
-    real_eval_games: int = field(default=6, metadata={"help": "real ALFWorld valid_seen games "
-                                 "sampled for evaluation (0: none)"})
-    real_games_dir: str = field(default="", metadata={"help": "folder holding ALFWorld's "
-                                "json_2.1.1 (empty: the shared data folder when present)"})
-    real_max_turns: int = field(default=10, metadata={"help": "turn limit on the real games"})
+    game_size: str = setting("tiny", "room size of the generated games (generator.SIZES): "
+                             "tiny, small, medium or large")
+    real_eval_games: int = setting(6, "real ALFWorld valid_seen games sampled for evaluation "
+                                   "(0: none)")
+    real_games_dir: str = setting("", "folder holding ALFWorld's json_2.1.1 (empty: the "
+                                  "shared data folder when present)")
+    real_max_turns: int = setting(10, "turn limit on the real games")
 
     def validate(self) -> None:
         if self.game_size not in SIZES:

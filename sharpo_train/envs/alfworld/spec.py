@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from ..spec import EnvSpec
-from . import GENERATE_SETTINGS, SETTINGS, SETTINGS_HELP, make_suite, prompts
+from . import AlfworldSettings, GenerateSettings, make_suite, prompts
 from .games import FAMILIES, resolve_release_dir, split_folder
 
 
@@ -36,9 +36,8 @@ def games_overrides(path: str) -> list[str]:
 
 
 ENV_SPEC = EnvSpec(
-    name="alfworld", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
-    settings_help=SETTINGS_HELP,
-    nested_settings={"generate": GENERATE_SETTINGS}, families=FAMILIES,
+    name="alfworld", make_suite=make_suite, prompts=prompts, settings_class=AlfworldSettings,
+    nested_settings={"generate": GenerateSettings}, families=FAMILIES,
     label="ALFWorld", family_word="task family",
     describe_eval=describe_eval, eval_env=eval_env, check_data=check_data,
     games_overrides=games_overrides,

@@ -29,6 +29,7 @@ from typing import Optional
 
 from ...checks import is_int
 from ...errors import ConfigError
+from ...settings.loader import in_range, need, setting, validate_settings
 from ..base import Env, Observation, StepResult, Task
 
 ACTION_NAMES = ("left", "right", "ahead", "up", "down", "back")
@@ -39,39 +40,49 @@ TASK_TEXT = ("Your task is to: reach the exit of the corridor. Where a lamp glow
              "colour shows the safe door.")
 
 
-@dataclass(frozen=True)
+MAX_TURNS = 100            # the longest corridor (env.num_turns)
+
+
+@dataclass
 class CorridorSettings:
-    """The env.* settings of the corridor (docs/corridor.md); ``check`` raises a
-    ConfigError (a ValueError; `sharpo` prints it as one line) naming the key."""
+    """The env.* settings of the corridor (docs/corridor.md), the one declaration: the
+    engine builds its tasks from it, `sharpo settings env.` reads its defaults, help and
+    ranges. ``validate`` raises a ConfigError naming the key (``check``: with ``env.``;
+    envs/env_config.py ``settings_from`` builds it from an env mapping)."""
 
-    num_turns: int = 10
-    num_decisive: int = 3
-    num_actions: int = 2
-    clues_per_action: int = 2
-    num_train: int = 500
-    num_eval: int = 200
-    seed: int = 0
+    num_turns: int = setting(10, "turns per episode")
+    num_decisive: int = setting(3, "decisive (lamp) turns per episode, at most num_turns")
+    num_actions: int = setting(2, "doors to choose from")
+    clues_per_action: int = setting(2, "lamp colours per door in the code (clues_per_action "
+                                    "* num_actions <= 12 colours)")
+    num_train: int = setting(500, "training tasks")
+    num_eval: int = setting(200, "held-out tasks")
+    seed: int = setting(0, "seed of the code and the tasks (held-out tasks from seed + 1)")
+    format_penalty: float = setting(0.0, "every invalid reply costs format_penalty / "
+                                    "num_turns of the final reward (0: the reward is success "
+                                    "only; a reward setting, not a task one)")
 
-    def check(self) -> "CorridorSettings":
-        def need(ok, key, what):
-            if not ok:
-                raise ConfigError(f"env.{key}: expected {what}, got {getattr(self, key)!r}")
+    def validate(self) -> None:
         for key in ("num_turns", "num_decisive", "num_actions", "clues_per_action",
                     "num_train", "num_eval", "seed"):
-            v = getattr(self, key)
-            need(is_int(v), key, "an int")
-        need(1 <= self.num_turns <= 100, "num_turns", "an int in [1, 100]")
-        need(1 <= self.num_decisive <= self.num_turns, "num_decisive",
-             f"an int in [1, num_turns={self.num_turns}]")
-        need(2 <= self.num_actions <= len(ACTION_NAMES), "num_actions",
-             f"an int in [2, {len(ACTION_NAMES)}]")
-        need(1 <= self.clues_per_action and self.clues_per_action * self.num_actions
-             <= len(COLOURS), "clues_per_action",
-             f"an int >= 1 with clues_per_action * num_actions <= {len(COLOURS)}")
-        need(self.num_train >= 1, "num_train", "an int >= 1")
-        need(self.num_eval >= 0, "num_eval", "an int >= 0")
-        need(self.seed >= 0, "seed", "an int >= 0")
-        return self
+            need(is_int(getattr(self, key)), key, "an int", getattr(self, key))
+        in_range(self, "num_turns", 1, MAX_TURNS)
+        in_range(self, "num_decisive", 1, MAX_TURNS)
+        need(self.num_decisive <= self.num_turns, "num_decisive",
+             f"an int in [1, num_turns={self.num_turns}]", self.num_decisive)
+        in_range(self, "num_actions", 2, len(ACTION_NAMES))
+        in_range(self, "clues_per_action", 1, len(COLOURS))
+        need(self.clues_per_action * self.num_actions <= len(COLOURS), "clues_per_action",
+             f"an int >= 1 with clues_per_action * num_actions <= {len(COLOURS)}",
+             self.clues_per_action)
+        in_range(self, "num_train", 1, 100000)
+        in_range(self, "num_eval", 0, 100000)
+        in_range(self, "seed", 0)
+        in_range(self, "format_penalty", 0.0, 1.0)
+
+    def check(self) -> "CorridorSettings":
+        """``validate`` with every error naming ``env.<key>``; -> self."""
+        return validate_settings(self, "env.")
 
     @property
     def actions(self) -> list[str]:

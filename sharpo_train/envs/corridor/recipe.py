@@ -11,7 +11,7 @@ turn) to read the door off a hint. RL has to make the lamp moves reliable from t
 alone, and how fast it does depends on where the credit goes (docs/corridor.md). (A
 format-only warm start, random demonstrations only, was tried first: its policy's door did
 not depend on the lamp, and GRPO at lr 5e-4 drove it to a constant door, which wins no
-task since the lamps of a task have distinct colours; benchmarks/RESULTS.md, "Corridor".)
+task since the lamps of a task have distinct colours; benchmarks/results/corridor_compare_summary.md.)
 
 The numbers that depend on the corridor's size (SFT length, the share of free turns in the
 demonstrations, reply budget, turn limit) come from ``sized`` and ``free_keep``; the SFT
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from ...io import atomic_write_json
 from ..spec import RecipeSpec
-from . import REPLY_TOKENS, SETTINGS, make_suite, settings_of
+from . import REPLY_TOKENS, make_suite, settings_of
 from .demos import write_demos
-from .engine import CorridorSettings
+from .engine import MAX_TURNS, CorridorSettings
 
 DEMO_AGENT = "mixed"
 
@@ -73,7 +73,7 @@ def heldout(path: Path, s, cfg) -> list:
 # what follows the corridor's size (SFT length, reply budget, turn limit): sized(). The SFT
 # makes one pass over the demonstrations (813 steps at the default size): 350 steps (0.43
 # of a pass, the recipe until 2026-12) learned the lamp code only for some SFT seeds.
-# format_penalty: the guard that held the learner (benchmarks/RESULTS.md, "The credit
+# format_penalty: the guard that held the learner (benchmarks/results/corridor_ceiling_summary.md, "The credit
 # ceiling"), for every arm alike.
 DEFAULTS = {
     "demo": ["train_games=500", "eval_games=48"],
@@ -131,7 +131,7 @@ def sized(env_config: dict) -> dict[str, int]:
     length = max(MIN_SFT_LENGTH, SFT_LENGTH_BASE + SFT_LENGTH_PER_LINE * lines)  # longer at lamps
     return {"sft.max_length": length,
             "rollout.max_new_tokens": REPLY_TOKENS,
-            "rollout.max_turns": SETTINGS["num_turns"][2]}
+            "rollout.max_turns": MAX_TURNS}
 
 
 def sized_defaults(env_config: dict) -> dict[str, list]:

@@ -43,10 +43,9 @@ from .data import Catalogue, PRICE_SEED, load_catalogue, resolve_data_dir
 from .goals import human_goals, split_indices, synthetic_goals
 from .reward import reward_details
 from .search import SEARCH_RETURN_N, SearchIndex
+from .settings import DEFAULT_MAX_STEPS, REWARD_MODES
 
 PRODUCT_WINDOW = 10
-DEFAULT_MAX_STEPS = 15
-REWARD_MODES = ("success", "score")
 SEARCH_PLACEHOLDER = "search[<your query>]"
 SUB_PAGES = {"description": "Description", "features": "Features", "reviews": "Reviews"}
 

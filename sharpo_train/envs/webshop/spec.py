@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import EnvSpec
-from . import FAMILIES, SETTINGS, SETTINGS_HELP, make_suite, prompts
+from . import FAMILIES, WebShopSettings, make_suite, prompts
 from .data import resolve_data_dir
 
 
@@ -18,8 +18,7 @@ def eval_env(env: dict) -> dict:
 
 
 ENV_SPEC = EnvSpec(
-    name="webshop", make_suite=make_suite, prompts=prompts, settings=SETTINGS,
-    settings_help=SETTINGS_HELP,
+    name="webshop", make_suite=make_suite, prompts=prompts, settings_class=WebShopSettings,
     families=FAMILIES, label="WebShop", family_word="product category", scored=True,
     describe_eval=describe_eval, eval_env=eval_env,
     recipe="sharpo_train.envs.webshop.recipe:RECIPE",

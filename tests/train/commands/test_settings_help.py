@@ -1,6 +1,7 @@
 """Help for every setting (docs/training.md, "Every setting"): each field of every settings
-class carries a one-line help; `sharpo train --help` and `sharpo settings` list every key
-with its type, default, range and help; docs/training.md's tables are the generated ones."""
+class carries a one-line help; `sharpo train --help`, `sharpo eval --help` and `sharpo
+settings` list every key with its type, default, range and help; docs/training.md's tables
+are the generated ones."""
 import dataclasses
 from pathlib import Path
 
@@ -37,9 +38,10 @@ def test_every_field_of_every_settings_class_has_a_one_line_help(make):
         assert text.strip() and "\n" not in " ".join(text.split()), key
 
 
-def test_train_help_lists_every_key_with_its_help(capsys):
+@pytest.mark.parametrize("command", ["train", "eval"])   # eval loads the trainer's Config
+def test_train_help_lists_every_key_with_its_help(capsys, command):
     with pytest.raises(SystemExit) as exc:
-        main(["train", "--help"])
+        main([command, "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     rows = setting_rows("train")

@@ -1,13 +1,13 @@
 """The environment registry (sharpo_train/envs/registry.py) and EnvSpec (envs/spec.py): every
 registered environment is complete, the config checks env.* through its spec, a new one is
-one registration, nothing outside the environment packages names an environment, and the
-environment packages import no training module."""
+one registration, and nothing outside the environment packages names an environment (what
+the environment packages may import: tests/test_import_table.py)."""
 from __future__ import annotations
 
-import ast
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from sharpo_train.loops.train_config import load_config
 from sharpo_train.envs import (ENVS, EnvSpec, EnvSuite, SerialEnvPool, env_names, get_spec,
                                make_suite, register_env)
 from sharpo_train.envs.synthetic import CounterEnv, make_tasks
+from sharpo_train.settings.loader import in_range, setting
 from sharpo_train.envs.turn_prompt import parse_action, render_hint
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,10 +63,19 @@ def _toy_suite(cfg: dict) -> EnvSuite:
                     ["Up", "Down"])
 
 
+@dataclass
+class ToySettings:
+    num_train: int = setting(3, "training tasks")
+
+    def validate(self) -> None:
+        in_range(self, "num_train", 1, 10)
+
+
 def test_a_new_environment_is_one_registration():
     import sharpo_train.envs.synthetic as prompts
-    spec = EnvSpec(name="toy", make_suite=_toy_suite, prompts=prompts,
-                   settings={"name": (str,), "num_train": (int, 1, 10)})
+    spec = EnvSpec(name="toy", make_suite=_toy_suite, prompts=prompts, settings_class=ToySettings)
+    assert spec.settings == {"name": (str,), "num_train": (int, 1, 10)}
+    assert spec.settings_help == {"num_train": "training tasks"}
     register_env("toy", spec)
     try:
         cfg = load_config(None, ["env.name=toy", "env.num_train=4"])
@@ -80,13 +90,16 @@ def test_a_new_environment_is_one_registration():
 
 
 def test_spec_checks_its_prompts_and_schema():
-    with pytest.raises(ValueError, match="settings must hold 'name'"):
-        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__], settings={})
+    with pytest.raises(ValueError, match="settings_class"):
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__])
+    with pytest.raises(ValueError, match="settings_class"):
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__],
+                settings_class={"name": (str,)})
     with pytest.raises(ValueError, match="render_turn_prompt"):
-        EnvSpec(name="x", make_suite=_toy_suite, prompts=object(), settings={"name": (str,)})
+        EnvSpec(name="x", make_suite=_toy_suite, prompts=object(), settings_class=ToySettings)
     with pytest.raises(ValueError, match="reward setting 'bonus' is not in its settings"):
         EnvSpec(name="x", make_suite=_toy_suite, prompts=sys.modules[__name__],
-                settings={"name": (str,)}, reward_settings=("bonus",))
+                settings_class=ToySettings, reward_settings=("bonus",))
     assert parse_action("<action>a</action>") == "a" and render_hint(["a"])
 
 
@@ -121,30 +134,4 @@ def test_only_an_environment_names_itself():
             own = None
         offenders += [f"{rel}: {m.group(0)}" for m in ENV_MODULE.finditer(path.read_text())
                       if m.group(1) != own]
-    assert offenders == []
-
-
-def test_environment_packages_import_no_training_module():
-    """sharpo_train/envs/ is below the trainer: besides itself it imports only the root
-    modules (errors, checks, io, outputs, tags, hint); what an environment needs from training is
-    handed in (the teacher probe's ProbeScorer) or lives in envs/ (balanced_tasks in
-    envs/base.py)."""
-    root_ok = {"errors", "checks", "io", "outputs", "tags", "hint", "envs"}
-    offenders = []
-    for path in sorted((ROOT / "sharpo_train" / "envs").rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        package = rel.parts[:-1]                     # ("sharpo_train", "envs", ...)
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    if len(package) - (node.level - 1) >= 2:
-                        continue                     # stays inside sharpo_train/envs
-                    target = (node.module or "").split(".")[0]
-                    names = [target] if target else [a.name for a in node.names]
-                elif (node.module or "").startswith("sharpo_train"):
-                    parts = node.module.split(".")
-                    names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
-                else:
-                    continue
-                offenders += [f"{rel}: {n}" for n in names if n not in root_ok]
     assert offenders == []

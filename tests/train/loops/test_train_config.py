@@ -281,14 +281,24 @@ def test_sane_values_pass(override):
 
 
 def test_env_key_lists_match_the_environments():
+    """The config check's env.* keys are each environment's settings class (EnvSpec
+    settings_class), the one its make_suite builds: a key it declares passes both, any
+    other is refused by both."""
+    import dataclasses
     from sharpo_train.loops.train_config import DTYPES
-    from sharpo_train.envs import alfworld, get_spec, synthetic, webshop
+    from sharpo_train.envs import env_names, get_spec
     from sharpo_train.models.tiny import TORCH_DTYPES
-    assert set(get_spec("alfworld").settings) == alfworld._KNOWN_KEYS
-    assert set(get_spec("webshop").settings) == webshop._KNOWN_KEYS
-    assert set(get_spec("alfworld").nested_settings["generate"]) == alfworld._GENERATE_KEYS
-    assert set(get_spec("synthetic").settings) == synthetic._KNOWN
-    assert set(get_spec("signs").settings) == synthetic._SIGNS_KNOWN
+    for name in env_names():
+        spec = get_spec(name)
+        fields = {f.name for f in dataclasses.fields(spec.settings_class)}
+        assert set(spec.settings) == {"name"} | fields, name
+        assert set(spec.settings_help) == fields and all(spec.settings_help.values()), name
+        with pytest.raises(ConfigError, match="env.not_a_key"):
+            load_config(None, [f"env.name={name}", "+env.not_a_key=1"])
+        with pytest.raises(ConfigError, match="not_a_key"):
+            spec.make_suite({"name": name, "not_a_key": 1})
+    with pytest.raises(ConfigError, match="env.generate.not_a_key"):
+        load_config(None, ["env.name=alfworld", "++env.generate.not_a_key=1"])
     assert set(DTYPES) == set(TORCH_DTYPES)
 
 
