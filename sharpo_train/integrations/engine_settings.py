@@ -39,6 +39,7 @@ DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
 BASES = ("grpo", "gigpo", "episode_grpo")      # verl-agent's algorithm.sharpo.base
 AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
               "max_observation_chars": HINT_DEFAULTS.max_observation_chars}
+VERL_KEYS = {"fused_logprobs": True}           # verl 0.9.1's own key: fused_kernels_setup
 ENGINES = ("verl", "verl-agent")
 GAE_LAM_DEFAULT = 1.0                          # algorithm.lam in verl's and verl-agent's ppo_trainer.yaml
 
@@ -127,6 +128,35 @@ def agent_settings(config) -> dict[str, Any]:
     return cfg
 
 
+def verl_settings(config) -> dict[str, Any]:
+    """verl 0.9.1's ``algorithm.sharpo.*`` checked (``sharpo_settings`` plus
+    ``fused_logprobs``, a bool)."""
+    cfg = sharpo_settings(_get(config, "algorithm", {}), _get(config, "data.max_prompt_length", None),
+                          extra=VERL_KEYS)
+    if not isinstance(cfg["fused_logprobs"], bool):
+        raise TypeError(f"algorithm.sharpo.fused_logprobs: expected true or false, got {cfg['fused_logprobs']!r}")
+    return cfg
+
+
+def fused_kernels_setup(config, cfg: dict[str, Any]) -> bool:
+    """verl 0.9.1: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
+    ``actor_rollout_ref.model.use_fused_kernels`` (the actor's and the reference's log-prob
+    passes, SHARPO's teacher pass among them, skip the [N, V] logits; fused_verl.py) and
+    check that the actor reads it on (``actor.use_fused_kernels`` interpolates it unless
+    overridden): ValueError naming the key that keeps it off. -> whether it is on."""
+    if not cfg["fused_logprobs"]:
+        return bool(_get(config, "actor_rollout_ref.model.use_fused_kernels", False))
+    from omegaconf import open_dict
+
+    with open_dict(config):
+        config.actor_rollout_ref.model.use_fused_kernels = True
+    for key in ("actor_rollout_ref.model.use_fused_kernels", "actor_rollout_ref.actor.use_fused_kernels"):
+        if _get(config, key, True) is not True:
+            raise ValueError(f"{key}: false, but algorithm.sharpo.fused_logprobs=true asks for verl's fused "
+                             f"log-prob path; drop the override or set algorithm.sharpo.fused_logprobs=false")
+    return True
+
+
 def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
     """The warning text when ``algorithm.lam`` (verl's GAE lambda) is set away from its
     default next to ``adv_estimator=sharpo`` (the user most likely meant SHARPO's lam), else
@@ -156,7 +186,7 @@ def check_config(config, engine: str = "verl") -> dict[str, Any]:
     if engine == "verl-agent":
         cfg = agent_settings(config)
     else:
-        cfg = sharpo_settings(_get(config, "algorithm", {}), _get(config, "data.max_prompt_length", None))
+        cfg = verl_settings(config)
     if _get(config, "algorithm.use_kl_in_reward", False):
         raise ValueError("algorithm.use_kl_in_reward: not supported with adv_estimator=sharpo")
     message = gae_lam_warning(config, cfg["lam"])

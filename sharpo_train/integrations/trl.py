@@ -51,11 +51,13 @@ from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 from trl.chat_template_utils import supports_tool_calling
 from trl.data_utils import is_conversational
+from accelerate.utils import is_peft_model
 
 from sharpo_kernels import SharpoCoefficients, segment_advantage, with_coefficients
 from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD, successful_peers
 from sharpo_train.estimators.sharpo_stats import StepStatInputs, lam_zero_stats, step_stats
 from sharpo_train.integrations.chat_templates import enable_tool_calling
+from sharpo_train.integrations.fused_head import add_linear_logprobs_head
 from sharpo_train.errors import did_you_mean
 from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.settings.loader import setting
@@ -78,6 +80,12 @@ class SharpoConfig(GRPOConfig):
     hint_template: str = setting(HINT_DEFAULTS.template, "Hint text; {hint} = the peer's completion.")
     max_hint_tokens: int = setting(HINT_DEFAULTS.max_hint_tokens, "Hint budget in tokens (the hint is cut).")
     segmenter: str = setting("tags", "'tags' (<think>/<action> per turn) or 'completion'.")
+    fused_logprobs: bool = setting(True, (
+        "Score every log-prob pass (SHARPO's teacher pass, TRL's old-log-prob, loss and reference passes) "
+        "with sharpo_kernels.linear_logprobs from the backbone's last hidden states and the head's weight "
+        "and bias, never holding the [b, T, V] logits. Used where the model's head is a plain linear layer; "
+        "other models keep TRL's head with one log line saying why. False: TRL's head everywhere "
+        "(lam=0 is then GRPOTrainer bit for bit)."))
 
     def __post_init__(self):
         super().__post_init__()
@@ -94,6 +102,10 @@ def _naming_unknown(init):
     def checked(self, *args, **kwargs):
         known = sorted(f.name for f in dataclasses.fields(type(self)) if f.init)
         for key in kwargs:
+            if key == "use_liger_loss" and key not in known:
+                raise TypeError("SharpoConfig: unknown argument 'use_liger_loss': TRL 1.16's GRPOConfig has no "
+                                "Liger GRPO loss; every log-prob pass already goes through a fused head "
+                                "(fused_logprobs=True: sharpo_kernels.linear_logprobs; docs/integrations.md)")
             if key not in known:
                 raise TypeError(f"SharpoConfig: unknown argument {key!r}"
                                 f"{did_you_mean(key, known)}")
@@ -190,6 +202,22 @@ class SharpoGRPOTrainer(GRPOTrainer):
         self._sharpo_pending: Optional[dict[str, Any]] = None   # a generation batch waiting for its
         self._sharpo_batch: Optional[dict] = None                # loss passes (_compute_loss)
         self.sharpo_last: Optional[dict[str, Any]] = None
+        self._sharpo_entropy = False                              # the current pass's compute_entropy
+        self.sharpo_fused: dict[str, Optional[str]] = {}          # model -> None (fused) or why not
+        if self.args.fused_logprobs:
+            self._sharpo_use_fused_head()
+
+    def _sharpo_use_fused_head(self) -> None:
+        """The policy's (and the reference model's) log-prob passes through linear_logprobs
+        (fused_head.py); TRL patched both heads in its constructor, this wraps them."""
+        models = {"policy": self.model.get_base_model() if is_peft_model(self.model) else self.model}
+        if self.ref_model is not None:
+            models["ref_model"] = self.ref_model
+        for name, model in models.items():
+            def log(reason, name=name):
+                logger.warning(f"sharpo: fused_logprobs: the {name} keeps TRL's log-prob head: {reason}")
+            self.sharpo_fused[name] = add_linear_logprobs_head(
+                model, self.temperature, self.args.cast_lm_head_to_fp32, lambda: self._sharpo_entropy, log)
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *args, **kwargs):
         called = [bool(c and isinstance(c[0], dict) and c[0].get("tool_calls")) for c in completions]
@@ -319,6 +347,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
         return super()._compute_loss(model, inputs)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        # TRL's signature: (..., batch_size=None, compute_entropy=False, ...)
+        self._sharpo_entropy = bool(kwargs.get("compute_entropy", args[1] if len(args) > 1 else False))
         out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                          *args, **kwargs)
         inputs, self._sharpo_batch = self._sharpo_batch, None

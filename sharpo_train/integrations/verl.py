@@ -40,7 +40,9 @@ from sharpo_train.estimators.sharpo_stats import lam_zero_stats, sharpo_step_sta
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad, response_segment_ids, teacher_pass
 # algorithm.sharpo.* (DEFAULTS) and their checks, verl-free (engine_settings.py)
-from sharpo_train.integrations.engine_settings import DEFAULTS, check_config, sharpo_settings  # noqa: F401
+from sharpo_train.integrations.engine_settings import (DEFAULTS, check_config, fused_kernels_setup,  # noqa: F401
+                                                       sharpo_settings, verl_settings)
+from sharpo_train.integrations.fused_verl import install as install_fused_logprobs
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
     import transfer_queue as tq
@@ -157,10 +159,12 @@ def _needs_teacher_message(*_, **__):
 
 def register() -> None:
     """Register ``"sharpo"`` as an advantage estimator and ``sharpo_sync`` as a v1 trainer
-    mode (idempotent; also usable as a Ray worker_process_setup_hook)."""
+    mode, and put sharpo's kernel under verl's fused log-prob path (fused_verl.install)
+    (idempotent; also usable as a Ray worker_process_setup_hook)."""
     registry = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None)
     if registry is not None and "sharpo" not in registry:   # older verl forks have no registry
         core_algos.register_adv_est("sharpo")(_needs_teacher_message)
+    install_fused_logprobs()          # verl's torch fused head -> linear_logprobs (fused_verl.py)
     try:
         _register_trainer()
     except ImportError:   # a verl without the v1 trainer (e.g. verl-agent's fork): DataProto API only
@@ -271,11 +275,11 @@ class SharpoTrainerMixin:
         # settings checked at construction (verl's TaskRunnerV1 builds the trainer before
         # trainer.init() starts workers and loads models): engine_settings.check_config
         if str(config.algorithm.adv_estimator) == "sharpo":
-            check_config(config, "verl")
+            fused_kernels_setup(config, check_config(config, "verl"))
         super().__init__(config, *args, **kwargs)
 
     def _sharpo_settings(self) -> dict[str, Any]:
-        return sharpo_settings(self.config.algorithm, self.config.data.max_prompt_length)
+        return verl_settings(self.config)
 
     def _compute_advantage(self, batch, metrics: dict):
         if str(self.config.algorithm.adv_estimator) != "sharpo":
