@@ -52,6 +52,16 @@ def _get(cfg, path: str, default):
     return default if cfg is None else cfg
 
 
+def _has(cfg, path: str) -> bool:
+    """True when the dotted ``path`` is a key of ``cfg`` (its value may be null)."""
+    *parents, last = path.split(".")
+    for part in parents:
+        if cfg is None or not hasattr(cfg, "get"):
+            return False
+        cfg = cfg.get(part, None)
+    return hasattr(cfg, "keys") and last in cfg.keys()
+
+
 def check_section_name(algorithm) -> None:
     """ValueError for a key of ``algorithm`` that looks like ``sharpo`` but is not
     (``sharp``, ``sharpo_lam``, ``SHARPO``, ``shapro``): Hydra composes it with ``+`` and
@@ -172,9 +182,11 @@ def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
         same = False
     if same:
         return None
+    # Hydra's `+key=v` adds a key and is refused when the key is there; `key=v` sets one that is
+    present = _has(config, f"algorithm.{SECTION}.lam")
+    override = f"algorithm.{SECTION}.lam={lam}" if present else f"+algorithm.{SECTION}.lam={lam}"
     return (f"algorithm.lam={lam} is verl's GAE lambda, which adv_estimator=sharpo does not use; SHARPO's "
-            f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set +algorithm.sharpo.lam={lam} "
-            f"to change it")
+            f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set {override} to change it")
 
 
 def check_config(config, engine: str = "verl") -> dict[str, Any]:
@@ -197,15 +209,18 @@ def check_config(config, engine: str = "verl") -> dict[str, Any]:
     return cfg
 
 
-def _value(text: str):
-    """A Hydra override's value as Hydra reads simple ones (YAML scalars: 0.3, 512, null,
-    true, 'quoted text')."""
-    import yaml
+def _value(text: str, key: str):
+    """A Hydra override's value as Hydra reads simple ones: 'quoted text' (or "...") is the
+    text inside; anything else as sharpo reads a key=value (settings/loader.parse_value,
+    Hydra's reading: 1e-3 and .5 are floats where YAML 1.1 says strings, 0.3, 512, null,
+    true; ``[..]``/``{..}`` through the bounded YAML reader: nested deeper than 32 levels
+    or an integer of more than 4,300 digits is a ConfigError naming ``key``)."""
+    from sharpo_train.settings.loader import parse_value
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    s = text.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    return parse_value(s, key)
 
 
 def overrides_config(args: Sequence[str]) -> dict:
@@ -223,7 +238,7 @@ def overrides_config(args: Sequence[str]) -> dict:
             if not isinstance(nxt, dict):
                 nxt = node[p] = {}
             node = nxt
-        node[last] = _value(text)
+        node[last] = _value(text, key)
     return out
 
 
