@@ -38,7 +38,7 @@ DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
                 hint_template=HINT_DEFAULTS.template)
 BASES = ("grpo", "gigpo", "episode_grpo")      # verl-agent's algorithm.sharpo.base
 AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
-              "max_observation_chars": HINT_DEFAULTS.max_observation_chars}
+              "max_observation_chars": HINT_DEFAULTS.max_observation_chars, "fused_logprobs": True}
 VERL_KEYS = {"fused_logprobs": True}           # verl 0.9.1's own key: fused_kernels_setup
 ENGINES = ("verl", "verl-agent")
 GAE_LAM_DEFAULT = 1.0                          # algorithm.lam in verl's and verl-agent's ppo_trainer.yaml
@@ -125,7 +125,13 @@ def agent_settings(config) -> dict[str, Any]:
     if cfg["base"] not in BASES:
         raise ValueError(f"algorithm.sharpo.base: expected one of {list(BASES)}, got {cfg['base']!r}")
     check_int(cfg["max_observation_chars"], "algorithm.sharpo.max_observation_chars", 0)
+    _check_fused(cfg)
     return cfg
+
+
+def _check_fused(cfg: dict[str, Any]) -> None:
+    if not isinstance(cfg["fused_logprobs"], bool):
+        raise TypeError(f"algorithm.sharpo.fused_logprobs: expected true or false, got {cfg['fused_logprobs']!r}")
 
 
 def verl_settings(config) -> dict[str, Any]:
@@ -133,23 +139,31 @@ def verl_settings(config) -> dict[str, Any]:
     ``fused_logprobs``, a bool)."""
     cfg = sharpo_settings(_get(config, "algorithm", {}), _get(config, "data.max_prompt_length", None),
                           extra=VERL_KEYS)
-    if not isinstance(cfg["fused_logprobs"], bool):
-        raise TypeError(f"algorithm.sharpo.fused_logprobs: expected true or false, got {cfg['fused_logprobs']!r}")
+    _check_fused(cfg)
     return cfg
 
 
-def fused_kernels_setup(config, cfg: dict[str, Any]) -> bool:
-    """verl 0.9.1: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
+def fused_kernels_setup(config, cfg: dict[str, Any], engine: str = "verl") -> bool:
+    """verl 0.9.1 and verl-agent: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
     ``actor_rollout_ref.model.use_fused_kernels`` (the actor's and the reference's log-prob
     passes, SHARPO's teacher pass among them, skip the [N, V] logits; fused_verl.py) and
     check that the actor reads it on (``actor.use_fused_kernels`` interpolates it unless
-    overridden): ValueError naming the key that keeps it off. -> whether it is on."""
+    overridden): ValueError naming the key that keeps it off. -> whether it is on.
+    verl-agent (``engine``) has no default ``fused_kernel_options.impl_backend``: set to
+    ``torch`` (fused_verl.py wraps its text forward); another backend is refused by name."""
     if not cfg["fused_logprobs"]:
         return bool(_get(config, "actor_rollout_ref.model.use_fused_kernels", False))
     from omegaconf import open_dict
 
     with open_dict(config):
         config.actor_rollout_ref.model.use_fused_kernels = True
+        if engine == "verl-agent" and _get(config, "actor_rollout_ref.model.fused_kernel_options", None) is None:
+            config.actor_rollout_ref.model.fused_kernel_options = {"impl_backend": "torch"}
+    backend = _get(config, "actor_rollout_ref.model.fused_kernel_options.impl_backend", "torch")
+    if engine == "verl-agent" and backend != "torch":
+        raise ValueError(f"actor_rollout_ref.model.fused_kernel_options.impl_backend: {backend!r}, but verl-agent's "
+                         "fused path runs only with 'torch' (sharpo's kernel); drop the override or set "
+                         "algorithm.sharpo.fused_logprobs=false")
     for key in ("actor_rollout_ref.model.use_fused_kernels", "actor_rollout_ref.actor.use_fused_kernels"):
         if _get(config, key, True) is not True:
             raise ValueError(f"{key}: false, but algorithm.sharpo.fused_logprobs=true asks for verl's fused "
