@@ -15,7 +15,7 @@ copy-src = rm -rf $(1) && mkdir -p $(1) && cp -r $(SRC) $(1)/
 # verl 0.9.1 needs transformers<5.11: its integration tests run in their own venv.
 VERL_VENV ?= .venv-verl
 VERL_TESTS := tests/integrations/test_verl_advantage.py tests/integrations/test_verl_teacher_batch.py \
-	tests/integrations/test_verl_construction.py \
+	tests/integrations/test_verl_construction.py tests/integrations/test_verl_entry.py \
 	tests/integrations/test_verl_trainer_step.py tests/integrations/test_verl_agent.py tests/integrations/test_verl_fused.py
 # verl-agent (its own verl fork, transformers<=4.57.3): VERL_AGENT_SRC=path/to/verl-agent
 VERL_AGENT_VENV ?= .venv-verl-agent

@@ -35,7 +35,10 @@ RUNS/<cell> has none, an RL run starts from them (no SFT), on any processor; uni
 records the machine and whether the start was filed or built.
 --runs: the run folders (default runs/map at the repository root, ignored by git:
         weights and checkpoints, gigabytes; set it to another disk if you like);
---results: the filed results (default benchmarks/results/map, in the repository).
+--results: the filed results (default benchmarks/results/map, in the repository); report
+        and status read it and refuse one that does not exist (a typo makes no folder).
+A refusal (a bad option or file, a unit whose warm start is not the filed one) is one
+line on stderr, exit 2.
 """
 from __future__ import annotations
 
@@ -131,8 +134,15 @@ def cmd_unit(args) -> int:
     return 0
 
 
+def filed_results(args) -> Path:
+    """--results as a folder to read (report, status): an existing folder, else one line
+    (a typo must not make a folder and report "0 of 16")."""
+    from _inputs import input_dir
+    return input_dir(args.results, "the folder of filed results (--results)")
+
+
 def cmd_status(args) -> int:
-    results = Path(args.results)
+    results = filed_results(args)
     for cell in _cells(args):
         units = grid.cell_units(cell, grid.parse_seeds(args.seeds), grid.parse_arms(args.arms))
         done = [u for u in units if grid.is_done(u, results)]
@@ -211,7 +221,7 @@ def cmd_sft_data(args) -> int:
 
 def cmd_report(args) -> int:
     from corridor_map.report import write_report
-    path = write_report(Path(args.results), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
+    path = write_report(filed_results(args), figures=args.figures, seeds=grid.parse_seeds(args.seeds))
     print(path.read_text())
     return 0
 

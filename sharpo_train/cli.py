@@ -121,12 +121,40 @@ def check_args(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (2: a user error; 1: a full disk or an
-    error of the operating system; 128+N: signal N; each reported on one line)."""
+    error of the operating system; 128+N: signal N; each reported on one line). A reader
+    that stops early (``sharpo settings | head``) ends the output quietly: 141, the
+    status of SIGPIPE, with no BrokenPipeError."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()      # here, not at exit: a closed pipe is seen now
+    except BrokenPipeError:
+        return _pipe_closed()
+
+
+def _pipe_closed() -> int:
+    """stdout's reader has gone: point stdout at /dev/null so that the interpreter's own
+    flush at exit does not raise again (Python's documented way), exit 128 + SIGPIPE."""
+    import os
+    import signal
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):   # a stdout without a file descriptor
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = parse(argv)
     with signals_as_exceptions():
         try:
             check_args(args)
             return int(args.func(args) or 0)
+        except BrokenPipeError:
+            raise                   # main: the reader of stdout has gone
         except BaseException as exc:
             status = report(args.command, exc)
             if status is None:

@@ -9,11 +9,15 @@ of every command").
   terminal the message is printed on), valid UTF-8 (an undecodable byte of a command line
   arrives as a lone surrogate; sharpo writes its settings into UTF-8 files);
 - ``check_path(key, value)``: a path: a non-empty string as above without tab, newline or
-  carriage return either, not starting with ``~`` (the shell expands it, sharpo does not:
+  carriage return either, without an invisible character (a bidi override, a zero-width
+  space: Unicode's format characters and line separators), not starting with ``~`` (the
+  shell expands it, sharpo does not:
   ``run_dir=~/x`` would make a folder named ``~``), each name at most 255 bytes and the
   whole at most 4095 (the limits of Linux file systems, so a too-long name is refused
   here, not an OSError later); a ``..`` that follows a folder that does not exist is
   refused (``up_through_missing``);
+- ``file_problem(path)``: what keeps ``path`` from being read as a regular file, in words
+  ("missing", "a folder, not a regular file", "Permission denied"), or None;
 - ``check_input_file(key, value)``: a file to read (``--config``, ``--demos``): a path that
   exists and is a regular file (a folder, fifo, device or socket is named as such, never
   "no such file"; nothing is opened, so a fifo cannot block).
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,10 @@ NAME_MAX = 255        # bytes of one path component (ext4, xfs, btrfs, tmpfs)
 PATH_MAX = 4095       # bytes of a whole path (PATH_MAX 4096 with its NUL)
 
 _TEXT_OK = "\t\n\r"   # control characters a text setting may hold (a multi-line template)
+# Unicode categories a path may not hold: format characters (bidi overrides such as U+202E,
+# which show "exe.txt" for "txt.exe"; zero-width spaces and joiners; U+FEFF) and the line
+# and paragraph separators: a name that prints differently from what it is
+_HIDDEN = ("Cf", "Zl", "Zp")
 
 
 def _bad_char(value: str, allowed: str) -> str | None:
@@ -86,6 +95,11 @@ def check_path(key: str, value: Any) -> str:
     if not value.strip():
         raise ConfigError(f"{key}: empty path; name a file or folder")
     check_text(key, value, allowed="")
+    hidden = next((ch for ch in value if unicodedata.category(ch) in _HIDDEN), None)
+    if hidden is not None:
+        raise ConfigError(f"{key}: {ascii(value)[:120]} contains the invisible character "
+                          f"U+{ord(hidden):04X} ({unicodedata.name(hidden, 'unnamed')}); a "
+                          f"name that shows differently from what it is is refused")
     if value.split("/", 1)[0].startswith("~"):
         raise ConfigError(f"{key}: {shown(value)} starts with '~', which sharpo does not "
                           f"expand (it would make a folder named '~'); write the full path, "
@@ -131,6 +145,24 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a fifo (named pipe)"),
 def file_kind(mode: int) -> str:
     """'a folder', 'a fifo (named pipe)', ... for a non-regular ``st_mode``."""
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def file_problem(path: str | Path) -> str | None:
+    """None when ``path`` is a regular file (a link followed) this process may read, else
+    what it is: "missing" (it does not exist), "a folder, not a regular file" (any other
+    kind named), or the operating system's reason ("Permission denied": said as such,
+    never "missing" as safetensors' loader says). Only a regular file is opened (and
+    closed at once: nothing is read)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{file_kind(st.st_mode)}, not a regular file"
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))   # may it be read? (EACCES)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def check_input_file(key: str, value: Any) -> Path:

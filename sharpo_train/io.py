@@ -156,11 +156,14 @@ def append_jsonl(path: str | Path, record: dict) -> None:
 def loads_json(text: str, where: str | Path):
     """``json.loads`` for files sharpo reads (state.json, metrics lines, records): a
     document that is not JSON or is nested deeper than Python's recursion limit (a
-    200k-deep ``[[[...``) is a UsageError naming ``where``, never a RecursionError."""
+    200k-deep ``[[[...``) or holds an integer of more than 4,300 digits is a UsageError
+    naming ``where``, never a RecursionError or ValueError."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{where}: not JSON ({exc})") from None
+    except ValueError as exc:   # an integer past sys.get_int_max_str_digits() (4300 digits)
+        raise UsageError(f"{where}: refused: {' '.join(str(exc).split())[:120]}") from None
     except RecursionError:
         raise UsageError(f"{where}: JSON nested too deeply (refused)") from None
 

@@ -26,6 +26,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from _inputs import InputError    # a refusal: map.py prints it as one line, exit 2
 from sharpo_train.io import file_sha256
 
 from .grid import RUN_FILES, UNIT_FILE, WARM_FILE, Cell, Unit
@@ -263,7 +264,7 @@ def run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo=print,
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"{unit.label}: already running in another process") from None
+            raise InputError(f"{unit.label}: already running in another process") from None
         return _run_rl(unit, runs, results, seeds, arms, echo, quick)
 
 
@@ -280,7 +281,7 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
         here, there = machine(), warm.get("machine")
         made = ("an unrecorded machine" if not there else
                 f"{there['cpu']} ({there['cpu_capability']})")
-        raise RuntimeError(f"{unit.cell.name}: the warm start in {out / 'sft'} is not the one "
+        raise InputError(f"{unit.cell.name}: the warm start in {out / 'sft'} is not the one "
                            f"filed in {Unit(unit.cell).result_path(results)} (sha256 {got[:12]} "
                            f"!= {warm['weights_sha256'][:12]}); its arms cannot be paired. The "
                            f"filed one was made on {made}, this one on {here['cpu']} "

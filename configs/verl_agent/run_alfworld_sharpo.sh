@@ -40,6 +40,7 @@ ARGS=(
     +algorithm.sharpo.max_hint_tokens=512
     +algorithm.sharpo.success_threshold=5.0
     algorithm.use_kl_in_reward=False
+    +ray_init.runtime_env.worker_process_setup_hook=sharpo_train.integrations.verl.register
     data.train_files="$HOME/data/verl-agent/text/train.parquet"
     data.val_files="$HOME/data/verl-agent/text/test.parquet"
     data.train_batch_size=$train_data_size

@@ -59,7 +59,7 @@ def plan(args) -> tuple:
     written."""
     from ..runs.checkpoint import latest_checkpoint
     from ..loops.train_config import load_config
-    from ..envs.registry import get_spec
+    from ..envs.registry import check_env_data, get_spec
     from ..analysis.report.records import find_run_dir
 
     overrides = list(args.overrides)
@@ -83,6 +83,7 @@ def plan(args) -> tuple:
                              f"docs/training.md)")
         overrides += games_overrides(args.games)
         cfg = load_config(base, overrides)
+    check_env_data(cfg.env)      # e.g. ALFWorld's games folder (env.games_dir)
     if args.model and not Path(args.model).is_dir():
         raise FileNotFoundError(f"--model: {args.model} is not a directory")
     if args.model:          # safetensors weights only (a pickle-only directory is refused)

@@ -70,11 +70,16 @@ def setting_rows(command: str = "train") -> list:
 
 
 def run(args) -> int:
+    from ..errors import did_you_mean
     from ..settings.describe import rows_markdown, rows_text
 
-    rows = [r for r in setting_rows(args.command) if r.key.startswith(args.prefix)]
+    every = setting_rows(args.command)
+    rows = [r for r in every if r.key.startswith(args.prefix)]
     if not rows:
-        print(f"sharpo settings: no {args.command} setting starts with {args.prefix!r}",
+        # the nearest key or section ("rolout." -> "rollout.", "optim.lrr" -> "optim.lr")
+        sections = {r.key[:i + 1] for r in every for i, ch in enumerate(r.key) if ch == "."}
+        near = did_you_mean(args.prefix, sorted({r.key for r in every} | sections))
+        print(f"sharpo settings: no {args.command} setting starts with {args.prefix!r}{near}",
               file=sys.stderr)
         return 2
     print(rows_markdown(rows) if args.markdown else rows_text(rows))

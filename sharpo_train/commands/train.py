@@ -78,7 +78,7 @@ def check_paths_and_device(cfg) -> None:
     """What the config cannot know by itself: the folders it names exist, the device is
     there, the environment's data is where env.* says (EnvSpec.check_data: ALFWorld's games
     unless they are to be generated)."""
-    from ..envs.registry import get_spec
+    from ..envs.registry import check_env_data
     from ..errors import UsageError
     from ..models.named import NAMED_MODELS
     from ..models.tiny import check_tiny_model_fits
@@ -105,12 +105,7 @@ def check_paths_and_device(cfg) -> None:
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
             raise UsageError(f"model.device: {cfg.model.device!r} requested but "
                              f"{'CUDA is not available' if not torch.cuda.is_available() else 'there is no such GPU'}")
-    check_data = get_spec(cfg.env["name"]).check_data     # e.g. ALFWorld's games folder
-    if check_data is not None:
-        try:
-            check_data(cfg.env)
-        except (ValueError, FileNotFoundError) as exc:
-            raise UsageError(f"env.{exc}") from None
+    check_env_data(cfg.env)      # e.g. ALFWorld's games folder
 
 
 def run(args) -> int:

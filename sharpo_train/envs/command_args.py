@@ -23,6 +23,18 @@ def non_negative(v: str) -> int:
     return n
 
 
+def int_in(lo: int, hi: int):
+    """argparse type: an int in [lo, hi] (a count that would otherwise run for days or fill
+    the disk: `alfworld generate --n 99999999999`)."""
+    def parse(v: str) -> int:
+        n = int(v)
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"expected an int in [{lo}, {hi:,}], got {v}")
+        return n
+    parse.__name__ = "int"          # argparse says "invalid int value" for a non-number
+    return parse
+
+
 def run_logged(func):
     """func(args) -> int with logging set up (-v: INFO); a bad folder or argument
     (ValueError, TypeError) becomes a UsageError: one line on stderr, exit 2 (cli.py)."""

@@ -47,6 +47,20 @@ def get_spec(name) -> EnvSpec:
     return _loaded[name]
 
 
+def check_env_data(env: dict) -> None:
+    """The environment's data is where ``env.*`` says (its ``EnvSpec.check_data``, e.g.
+    ALFWorld's games folder), checked by every command that plays it before it loads or
+    writes anything: a UsageError naming the env.* key otherwise."""
+    from ..errors import UsageError
+
+    check_data = get_spec(env["name"]).check_data
+    if check_data is not None:
+        try:
+            check_data(env)
+        except (ValueError, FileNotFoundError) as exc:
+            raise UsageError(f"env.{exc}") from None
+
+
 def recipe_envs() -> list[str]:
     """The environments `sharpo demo` / `sharpo compare` can run (a spec with a recipe)."""
     return [n for n in env_names() if get_spec(n).recipe is not None]

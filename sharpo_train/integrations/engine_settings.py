@@ -38,7 +38,7 @@ DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
                 hint_template=HINT_DEFAULTS.template)
 BASES = ("grpo", "gigpo", "episode_grpo")      # verl-agent's algorithm.sharpo.base
 AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
-              "max_observation_chars": HINT_DEFAULTS.max_observation_chars}
+              "max_observation_chars": HINT_DEFAULTS.max_observation_chars, "fused_logprobs": True}
 VERL_KEYS = {"fused_logprobs": True}           # verl 0.9.1's own key: fused_kernels_setup
 ENGINES = ("verl", "verl-agent")
 GAE_LAM_DEFAULT = 1.0                          # algorithm.lam in verl's and verl-agent's ppo_trainer.yaml
@@ -50,6 +50,16 @@ def _get(cfg, path: str, default):
             return default
         cfg = cfg.get(part, None)
     return default if cfg is None else cfg
+
+
+def _has(cfg, path: str) -> bool:
+    """True when the dotted ``path`` is a key of ``cfg`` (its value may be null)."""
+    *parents, last = path.split(".")
+    for part in parents:
+        if cfg is None or not hasattr(cfg, "get"):
+            return False
+        cfg = cfg.get(part, None)
+    return hasattr(cfg, "keys") and last in cfg.keys()
 
 
 def check_section_name(algorithm) -> None:
@@ -115,7 +125,13 @@ def agent_settings(config) -> dict[str, Any]:
     if cfg["base"] not in BASES:
         raise ValueError(f"algorithm.sharpo.base: expected one of {list(BASES)}, got {cfg['base']!r}")
     check_int(cfg["max_observation_chars"], "algorithm.sharpo.max_observation_chars", 0)
+    _check_fused(cfg)
     return cfg
+
+
+def _check_fused(cfg: dict[str, Any]) -> None:
+    if not isinstance(cfg["fused_logprobs"], bool):
+        raise TypeError(f"algorithm.sharpo.fused_logprobs: expected true or false, got {cfg['fused_logprobs']!r}")
 
 
 def verl_settings(config) -> dict[str, Any]:
@@ -123,23 +139,31 @@ def verl_settings(config) -> dict[str, Any]:
     ``fused_logprobs``, a bool)."""
     cfg = sharpo_settings(_get(config, "algorithm", {}), _get(config, "data.max_prompt_length", None),
                           extra=VERL_KEYS)
-    if not isinstance(cfg["fused_logprobs"], bool):
-        raise TypeError(f"algorithm.sharpo.fused_logprobs: expected true or false, got {cfg['fused_logprobs']!r}")
+    _check_fused(cfg)
     return cfg
 
 
-def fused_kernels_setup(config, cfg: dict[str, Any]) -> bool:
-    """verl 0.9.1: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
+def fused_kernels_setup(config, cfg: dict[str, Any], engine: str = "verl") -> bool:
+    """verl 0.9.1 and verl-agent: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
     ``actor_rollout_ref.model.use_fused_kernels`` (the actor's and the reference's log-prob
     passes, SHARPO's teacher pass among them, skip the [N, V] logits; fused_verl.py) and
     check that the actor reads it on (``actor.use_fused_kernels`` interpolates it unless
-    overridden): ValueError naming the key that keeps it off. -> whether it is on."""
+    overridden): ValueError naming the key that keeps it off. -> whether it is on.
+    verl-agent (``engine``) has no default ``fused_kernel_options.impl_backend``: set to
+    ``torch`` (fused_verl.py wraps its text forward); another backend is refused by name."""
     if not cfg["fused_logprobs"]:
         return bool(_get(config, "actor_rollout_ref.model.use_fused_kernels", False))
     from omegaconf import open_dict
 
     with open_dict(config):
         config.actor_rollout_ref.model.use_fused_kernels = True
+        if engine == "verl-agent" and _get(config, "actor_rollout_ref.model.fused_kernel_options", None) is None:
+            config.actor_rollout_ref.model.fused_kernel_options = {"impl_backend": "torch"}
+    backend = _get(config, "actor_rollout_ref.model.fused_kernel_options.impl_backend", "torch")
+    if engine == "verl-agent" and backend != "torch":
+        raise ValueError(f"actor_rollout_ref.model.fused_kernel_options.impl_backend: {backend!r}, but verl-agent's "
+                         "fused path runs only with 'torch' (sharpo's kernel); drop the override or set "
+                         "algorithm.sharpo.fused_logprobs=false")
     for key in ("actor_rollout_ref.model.use_fused_kernels", "actor_rollout_ref.actor.use_fused_kernels"):
         if _get(config, key, True) is not True:
             raise ValueError(f"{key}: false, but algorithm.sharpo.fused_logprobs=true asks for verl's fused "
@@ -158,9 +182,11 @@ def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
         same = False
     if same:
         return None
+    # Hydra's `+key=v` adds a key and is refused when the key is there; `key=v` sets one that is
+    present = _has(config, f"algorithm.{SECTION}.lam")
+    override = f"algorithm.{SECTION}.lam={lam}" if present else f"+algorithm.{SECTION}.lam={lam}"
     return (f"algorithm.lam={lam} is verl's GAE lambda, which adv_estimator=sharpo does not use; SHARPO's "
-            f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set +algorithm.sharpo.lam={lam} "
-            f"to change it")
+            f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set {override} to change it")
 
 
 def check_config(config, engine: str = "verl") -> dict[str, Any]:
@@ -183,15 +209,18 @@ def check_config(config, engine: str = "verl") -> dict[str, Any]:
     return cfg
 
 
-def _value(text: str):
-    """A Hydra override's value as Hydra reads simple ones (YAML scalars: 0.3, 512, null,
-    true, 'quoted text')."""
-    import yaml
+def _value(text: str, key: str):
+    """A Hydra override's value as Hydra reads simple ones: 'quoted text' (or "...") is the
+    text inside; anything else as sharpo reads a key=value (settings/loader.parse_value,
+    Hydra's reading: 1e-3 and .5 are floats where YAML 1.1 says strings, 0.3, 512, null,
+    true; ``[..]``/``{..}`` through the bounded YAML reader: nested deeper than 32 levels
+    or an integer of more than 4,300 digits is a ConfigError naming ``key``)."""
+    from sharpo_train.settings.loader import parse_value
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    s = text.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    return parse_value(s, key)
 
 
 def overrides_config(args: Sequence[str]) -> dict:
@@ -209,7 +238,7 @@ def overrides_config(args: Sequence[str]) -> dict:
             if not isinstance(nxt, dict):
                 nxt = node[p] = {}
             node = nxt
-        node[last] = _value(text)
+        node[last] = _value(text, key)
     return out
 
 

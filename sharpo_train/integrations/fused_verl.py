@@ -17,6 +17,16 @@ same call and outputs, computed by ``sharpo_kernels.linear_logprobs``. verl's ow
 ``SharpoTrainerMixin`` turns ``use_fused_kernels`` on at construction when
 ``algorithm.sharpo.fused_logprobs`` is true (the default) and checks that the actor will use
 it (``engine_settings.fused_kernels_setup``).
+
+verl-agent (its verl fork, commit 796ed31) has the same ``use_fused_kernels`` switch and
+``FusedLinearForPPO``, but its ``patch_forward_with_backends`` imports
+``verl.models.transformers.dense_common``, a module the fork does not ship, for every
+text-only model, and without ``fused_kernel_options.impl_backend`` it leaves the forward
+unpatched (then its actor reads ``output.log_probs`` from a plain logits output). ``install()``
+therefore also wraps that function there: a text-only model with the torch backend gets the
+fork's own ``verl.models.transformers.llama.forward_for_ppo`` (its generic pure-text PPO
+forward, which calls ``FusedLinearForPPO``, i.e. sharpo's kernel); anything else goes to the
+fork's function unchanged. The drop-in sets ``impl_backend=torch`` (engine_settings).
 """
 from __future__ import annotations
 
@@ -65,4 +75,38 @@ def install() -> bool:
     if torch_functional.FusedLinearForPPO is not SharpoFusedLinearForPPO:
         _VERL_CLASS = torch_functional.FusedLinearForPPO
         torch_functional.FusedLinearForPPO = SharpoFusedLinearForPPO
+    _install_text_forward()
+    return True
+
+
+_VISION_TYPES = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v")
+
+
+def _install_text_forward() -> bool:
+    """verl-agent only (a verl without ``dense_common``): wrap its
+    ``monkey_patch.patch_forward_with_backends`` so a text-only model on the torch backend
+    gets the fork's ``llama.forward_for_ppo`` (idempotent); -> whether it wrapped."""
+    import importlib.util
+
+    try:
+        from verl.models.transformers import monkey_patch
+        if importlib.util.find_spec("verl.models.transformers.dense_common") is not None:
+            return False                 # verl 0.9.1: its own text forward exists
+        from verl.models.transformers.llama import forward_for_ppo
+    except ImportError:
+        return False
+    original = monkey_patch.patch_forward_with_backends
+    if getattr(original, "_sharpo_text_forward", False):
+        return True
+
+    def patch_forward_with_backends(model, use_fused_kernels=False, fused_kernels_backend=None):
+        if use_fused_kernels and fused_kernels_backend == "torch" and \
+                model.config.model_type not in _VISION_TYPES:
+            model.__class__.forward = forward_for_ppo
+            print(f"sharpo: fused torch forward (linear_logprobs) for {model.__class__.__name__}")
+            return None
+        return original(model, use_fused_kernels=use_fused_kernels, fused_kernels_backend=fused_kernels_backend)
+
+    patch_forward_with_backends._sharpo_text_forward = True
+    monkey_patch.patch_forward_with_backends = patch_forward_with_backends
     return True

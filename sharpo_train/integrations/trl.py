@@ -40,6 +40,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from sharpo_train.integrations.trl_version import check_trl_version
+
+check_trl_version()         # before TRL's trainer is imported: one line naming the range
+
 import torch
 from datasets import IterableDataset
 from transformers import PreTrainedTokenizerBase

@@ -50,7 +50,8 @@ import torch
 from sharpo_kernels import SharpoCoefficients, segment_advantage
 from sharpo_train.envs.turn_prompt import parse_action
 from sharpo_train.hint import render_lines
-from sharpo_train.integrations.engine_settings import AGENT_KEYS, BASES, _get, agent_settings, check_config  # noqa: F401
+from sharpo_train.integrations import engine_settings
+from sharpo_train.integrations.engine_settings import AGENT_KEYS, BASES, _get, agent_settings  # noqa: F401
 from sharpo_train.integrations.verl import build_segment_ids, build_teacher_batch, episode_advantages
 from sharpo_train.integrations.common import teacher_pass
 from sharpo_train.estimators.sharpo_stats import lam_zero_stats, sharpo_step_stats
@@ -60,6 +61,20 @@ _NEEDS_TENSORS = ("prompts", "responses", "attention_mask", "response_mask", "to
                   "old_log_probs", "advantages")
 _NEEDS_NON_TENSORS = ("uid", "traj_uid", "episode_rewards")
 _TEACHER_FIELDS = ("input_ids", "attention_mask", "position_ids", "responses", "prompts")
+
+
+def check_config(config, engine: str = "verl-agent") -> dict[str, Any]:
+    """What the patched ``RayPPOTrainer.__init__`` runs (configs/verl_agent/ray_trainer.patch),
+    before any worker or model starts: ``engine_settings.check_config`` (the settings, a typo
+    refused by name) and, for the DictConfig of a run, ``fused_kernels_setup``: with
+    ``algorithm.sharpo.fused_logprobs`` (default true) ``use_fused_kernels`` and the torch
+    backend go on, so the actor's, reference's and teacher's log-prob passes run through
+    sharpo's kernel (fused_verl.py; the workers need ``sharpo_train.integrations.verl.register``
+    as their ``worker_process_setup_hook``). Returns the settings."""
+    cfg = engine_settings.check_config(config, engine)
+    if hasattr(config, "_get_node"):                 # an OmegaConf config, not a plain dict of overrides
+        engine_settings.fused_kernels_setup(config, cfg, engine)
+    return cfg
 
 
 def mark_rows(batch):

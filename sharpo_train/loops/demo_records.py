@@ -5,7 +5,8 @@ line (and the key), one line on stderr, never a traceback.
 One JSON object per line (blank lines skipped):
 
     messages             required: a list of >= 2 objects {"role": str, "content": str},
-                         the last one's role "assistant"
+                         each role one of system, user, assistant, tool; the last one's
+                         role "assistant", its content not empty (the reply trained on)
     step                 optional: an integer (the turn's order in its episode)
     episode, task_id     optional: a string or an integer (groups turns into episodes)
     action, observation_after, hint, hint_to_turn
@@ -23,12 +24,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, did_you_mean
 
 __all__ = ["read_demo_records"]
 
 MAX_LINE_BYTES = 4 << 20
-
+ROLES = ("system", "user", "assistant", "tool")     # the chat roles a template renders
 _OPTIONAL = {"step": (int,), "episode": (str, int), "task_id": (str, int), "action": (str,),
              "observation_after": (str,), "hint": (str,), "hint_to_turn": (str,),
              "hint_informative": (bool,)}
@@ -55,6 +56,10 @@ def _check(record, where: str) -> dict:
             got = repr(m["role"]) if isinstance(m.get("role"), str) else _type_name(m.get("role"))
             raise UsageError(f"{where}: messages[{i}].role: expected a role name (a string "
                              f"such as 'user' or 'assistant'), got {got}")
+        if m["role"] not in ROLES:          # a typo would reach the chat template as is
+            raise UsageError(f"{where}: messages[{i}].role: unknown role {m['role']!r:.40}"
+                             f"{did_you_mean(m['role'], ROLES)}; expected one of "
+                             f"{', '.join(ROLES)}")
         if not isinstance(m.get("content"), str):
             raise UsageError(f"{where}: messages[{i}].content: expected a string, got "
                              f"{_type_name(m.get('content'))}")
@@ -67,6 +72,9 @@ def _check(record, where: str) -> dict:
     if messages[-1]["role"] != "assistant":
         raise UsageError(f"{where}: messages: the last message must be the assistant's "
                          f"(the reply trained on), got {messages[-1]['role']!r}")
+    if not messages[-1]["content"].strip():
+        raise UsageError(f"{where}: messages[{len(messages) - 1}].content: the assistant's "
+                         f"reply (the text trained on) is empty")
     for key, types in _OPTIONAL.items():
         if key in record and (not isinstance(record[key], types) or
                               (bool not in types and isinstance(record[key], bool))):

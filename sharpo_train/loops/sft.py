@@ -23,6 +23,7 @@ from .train_config import ModelConfig
 from ..envs.registry import DEFAULT_ENV, ENVS, env_names, get_spec
 from ..errors import UsageError
 from ..settings.loader import apply_overrides, in_range, parse_overrides, setting, validate_settings
+from ..models.chat_template import render_chat
 from ..models.optimizer import build_optimizer
 from ..models.policy import build_policy
 from .. import hint as H
@@ -177,7 +178,7 @@ def end_of_turn_ids(tokenizer) -> list[int]:
     found by rendering a probe conversation; falls back to the EOS token."""
     probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "PROBE"}]
     try:
-        text = tokenizer.apply_chat_template(probe, tokenize=False)
+        text = render_chat(tokenizer, probe, tokenize=False)
         tail = text[text.rindex("PROBE") + len("PROBE"):]
         ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
         if ids:
@@ -193,7 +194,7 @@ def encode_example(tokenizer, messages: list[dict], eot: list[int], max_length: 
     A reply with ``train_chars`` n (hinted_demos, every_turn) is trained on the tokens of its
     first n characters only (the tokens both tokenisations share, and the one that crosses
     the boundary), not on the rest."""
-    prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+    prompt = render_chat(tokenizer, messages[:-1], tokenize=False, add_generation_prompt=True)
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     reply = messages[-1]
     reply_ids = tokenizer(reply["content"], add_special_tokens=False)["input_ids"] + eot

@@ -42,6 +42,7 @@ from ..models.device import resolve_device
 from ..envs import get_spec
 from ..errors import UsageError
 from ..estimators.registry import ESTIMATORS, CreditOutput
+from ..estimators.device_check import check_backend
 from ..envs.base import balanced_tasks
 from .evaluate import evaluate_checkpoint, success_by_family
 from ..generation import logp_mismatch, make_engine
@@ -129,6 +130,7 @@ class Trainer:
         self.params = cfg.estimator.params(cfg.method)    # the method's own params dataclass
         self.report_to = parse_report_to(cfg.log.report_to)
         check_report_to(self.report_to)   # a missing tracker fails now, not after the setup
+        check_backend(self.params, resolve_device(cfg.model.device))   # nor a kernel at step 1
         check_run_dir(self.run_dir)       # no system folder, no foreign folder (runs/run_dir.py)
         refuse_links(self.run_dir)     # nothing of the run is written through a link
         created = _first_missing(self.run_dir)   # the folder this run creates, if any

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..assets.build_tokenizer import CHAT_TEMPLATE
 from ..errors import UsageError
+from .chat_template import check_chat_template
 
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "assets" / "tokenizer"
@@ -15,7 +16,8 @@ TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "assets" / "tokenizer"
 def build_tokenizer(path: str | Path | None = None, key: str = "model.tokenizer_path"):
     """The shipped tokenizer (``path=None``) or the one in a local checkpoint directory.
     Pad and eos are always set; padding side is left (generation). A tokenizer without a
-    chat template is a UsageError naming ``key``."""
+    chat template, or whose template fails or loops on a probe conversation
+    (chat_template.py), is a UsageError naming ``key``."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     where = Path(path or TOKENIZER_DIR)
@@ -40,6 +42,7 @@ def build_tokenizer(path: str | Path | None = None, key: str = "model.tokenizer_
         raise UsageError(f"{key}: the tokenizer at {where} has no chat template (sharpo "
                          f"renders every prompt with it); give a chat model's tokenizer "
                          f"(model.tokenizer_path=DIR)")
+    check_chat_template(tok, key, where)     # a checkpoint's template is foreign code
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

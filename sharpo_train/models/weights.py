@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..errors import UsageError
+from ..inputs import file_problem
 from ..io import loads_json
 
 
@@ -39,6 +40,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
         raise UsageError(f"{key}: {cfg} sets transformers_weights={explicit!r}; sharpo loads "
                          f"only model.safetensors or model.safetensors.index.json (remove the key)")
     if (path / "model.safetensors").is_file():
+        _readable(path / "model.safetensors", key)
         check_float_tensors(path / "model.safetensors", key)
         return path
     index = path / "model.safetensors.index.json"
@@ -53,6 +55,7 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
                                  f"files inside {path} are loaded (pickle never)")
             if not (path / name).is_file():
                 raise UsageError(f"{key}: {index} names shard {name}, which is missing")
+            _readable(path / name, key)
             check_float_tensors(path / name, key)
         return path
     pickled = [n for n in _PICKLE_WEIGHTS if (path / n).exists()]
@@ -65,6 +68,14 @@ def check_weights_dir(path: str | Path, key: str) -> Path:
 
 # safetensors dtype codes of floating tensors: a model's weights are one of these.
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+
+
+def _readable(file: Path, key: str) -> None:
+    """UsageError naming ``key`` when ``file`` cannot be read (EACCES said as such:
+    safetensors' loader calls it "No such file or directory")."""
+    why = file_problem(file)
+    if why:
+        raise UsageError(f"{key}: {file}: {why}")
 
 
 def check_float_tensors(file: Path, key: str) -> None:
@@ -130,6 +141,10 @@ def load_pretrained(path: str | Path, key: str, **kwargs):
     problems = [f"{name}: shape {list(saved)} in the files, {list(want)} in the model"
                 for name, saved, want in sorted(info.get("mismatched_keys") or ())]
     problems += [f"{name}: missing from the files" for name in sorted(info.get("missing_keys") or ())]
+    # a tensor the model has no place for: another model's file, or one edited in (loading
+    # would drop it silently); transformers leaves out the ones a family may carry
+    problems += [f"{name}: in the files, not in this model"
+                 for name in sorted(info.get("unexpected_keys") or ())]
     if problems:
         more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UsageError(f"{_where(key, path)} does not hold this model's weights "

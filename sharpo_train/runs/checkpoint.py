@@ -35,6 +35,7 @@ import torch
 
 from ..checks import is_int
 from ..errors import UsageError
+from ..inputs import file_problem
 from ..io import atomic_write_text, file_sha256, loads_json
 from .run_files import run_subdir
 
@@ -313,8 +314,9 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
     if not path.resolve().is_relative_to(run_dir.resolve()):
         return f"{path}: resolves outside the run directory {run_dir} (refused)"
     state_file = path / STATE_FILE
-    if not state_file.is_file():
-        return f"{state_file}: {'not a regular file' if state_file.exists() else 'missing'}"
+    why = file_problem(state_file)      # EACCES is said as such, never "missing"
+    if why:
+        return f"{state_file}: {why}"
     try:
         doc = _read_state(state_file)
     except CheckpointError as exc:
@@ -336,8 +338,9 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
         f = path / rel
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             return f"{state_file}: lists {rel!r} outside the checkpoint"
-        if not f.is_file():
-            return f"{f}: {'not a regular file' if f.exists() else 'missing'}"
+        why = file_problem(f)
+        if why:
+            return f"{f}: {why}"
         if f.stat().st_size != size:
             return f"{f}: {f.stat().st_size} bytes, {size} written (truncated or changed)"
         if sums is not None and _digest(f) != sums[rel]:
@@ -349,8 +352,9 @@ def checkpoint_problem(run_dir: str | Path, path: str | Path) -> Optional[str]:
                     pass
             except Exception as exc:    # SafetensorError: header / size mismatch
                 return f"{f}: unreadable safetensors ({exc})"
-    if not (path / OPTIMIZER_FILE).is_file():
-        return f"{path / OPTIMIZER_FILE}: missing"
+    why = file_problem(path / OPTIMIZER_FILE)
+    if why:
+        return f"{path / OPTIMIZER_FILE}: {why}"
     try:
         with safe_open(str(path / OPTIMIZER_FILE), framework="pt") as f:
             tensor_keys = set(f.keys())

@@ -16,12 +16,18 @@ limit) when it is over any of:
                                (a config file's top-level mapping is level 1)
     MAX_NODES        100,000   nodes (scalars, mappings, sequences), aliases expanded
     MAX_CHARS        1 MiB     characters of scalar text, aliases expanded
+    an integer       4,300     digits (Python's sys.get_int_max_str_digits(): int() of a
+                               longer text raises)
+    a float                    not closer to 0 than 5e-324 unless it is 0 (1.0e-400 would
+                               read as 0.0)
 
 Anchors and aliases themselves stay allowed within these bounds; an alias to a node that is
 still open (a recursive structure) is refused.
 """
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,19 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_CHARS = 1 << 20
+INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+def _underflows(text: str) -> bool:
+    """True for a YAML float text with a non-zero digit that reads as 0.0 (1.0e-400)."""
+    mantissa = text.lower().replace("_", "").partition("e")[0]
+    if not re.search(r"[1-9]", mantissa):
+        return False
+    try:
+        return float(text.replace("_", "")) == 0.0
+    except ValueError:
+        return False
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -69,6 +88,14 @@ class _BoundedLoader(yaml.SafeLoader):
             self._open -= level
         if isinstance(node, yaml.ScalarNode):
             size = (1, len(node.value), 0)
+            digits = len(node.value.lstrip("+-").replace("_", ""))
+            limit = sys.get_int_max_str_digits()
+            if node.tag == INT_TAG and limit and digits > limit:   # int() would raise
+                self._refuse(f"an integer of {digits:,} digits (at most {limit:,})",
+                             event.start_mark)
+            if node.tag == FLOAT_TAG and _underflows(node.value):
+                self._refuse(f"{node.value!r} is closer to 0 than the smallest float (about "
+                             f"5e-324): it would read as 0.0", event.start_mark)
         else:
             children = node.value if isinstance(node, yaml.SequenceNode) else \
                 [n for pair in node.value for n in pair]

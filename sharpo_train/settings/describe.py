@@ -91,6 +91,21 @@ def _checks(cls: type) -> tuple:
     return tuple(out)
 
 
+def is_int_type(tp: Any) -> bool:
+    """True for ``int`` and ``Optional[int]`` (a setting validate_settings bounds by
+    INT_LIMIT, which a range without an upper end shows)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return tp is int or args == [int]
+
+
+def _is_int_field(obj: Any, name: str) -> bool:
+    """True when field ``name`` of ``obj`` is declared int (or Optional[int])."""
+    try:
+        return is_int_type(typing.get_type_hints(type(obj)).get(name))
+    except Exception:                  # a class whose hints cannot be resolved here
+        return False
+
+
 def field_range(obj: Any, name: str) -> str:
     """What ``validate()`` of ``obj``'s class accepts for field ``name`` ("" if unchecked);
     a settings class whose fields another object checks (the ``estimator.*`` section: each
@@ -110,6 +125,10 @@ def field_range(obj: Any, name: str) -> str:
             lo, hi = (_bound(a, scope) for a in args)
             flag = {k: bool(_bound(v, scope)) for k, v in kw.items()
                     if k in ("lo_open", "hi_open", "nullable")}
+            if _is_int_field(obj, name):     # validate_settings bounds every int
+                from .loader import INT_LIMIT
+                lo = -INT_LIMIT if lo is None else lo
+                hi = INT_LIMIT if hi is None else hi
             text = (("(" if flag.get("lo_open") else "[") + ("-inf" if lo is None else str(lo))
                     + ", " + ("inf" if hi is None else str(hi)) + (")" if flag.get("hi_open") else "]"))
             parts.append(text + (" or null" if flag.get("nullable") else ""))

@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import math
 import re
+import sys
 import typing
 from pathlib import Path
 from typing import Any, Union
@@ -53,6 +54,17 @@ _FLOAT_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z|[+-]?\.?(?:
                        re.IGNORECASE)
 _NULLS = ("null", "none", "~")
 _BOOLS = {"true": True, "false": False}
+
+
+def _to_int(text: str, key: str) -> int:
+    """int() of a text _INT_RE matched; ConfigError naming ``key`` past Python's limit on
+    converting digits (sys.get_int_max_str_digits(), 4300: no setting is that large)."""
+    s = text.strip()
+    limit = sys.get_int_max_str_digits()
+    if limit and len(s.lstrip("+-")) > limit:
+        raise ConfigError(f"{key}: an integer of {len(s.lstrip('+-')):,} digits; refused "
+                          f"(at most {limit:,})")
+    return int(s)
 
 
 def _to_float(text: str) -> float:
@@ -98,7 +110,7 @@ def parse_value(text: str, key: str = "value") -> Any:
     if low in _BOOLS:
         return _BOOLS[low]
     if _INT_RE.match(s):
-        return int(s)
+        return _to_int(s, key)
     if _FLOAT_RE.match(s):
         return _to_float(s)
     if s[:1] in ("[", "{"):     # bounded like a config file (bounded_yaml.py)
@@ -183,14 +195,18 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, str) and _INT_RE.match(value.strip()):
-            return int(value.strip())
+            return _to_int(value, key)
         raise ConfigError(f"{key}: expected an integer, got {value!r}")
     if tp is float:
         try:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return float(value)
             if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
-                return _to_float(value)
+                number = _to_float(value)
+                if number == 0 and re.search(r"[1-9]", value.lower().partition("e")[0]):
+                    raise ConfigError(f"{key}: {value.strip()!r} is closer to 0 than the "
+                                      f"smallest float (about 5e-324): it would read as 0.0")
+                return number
         except OverflowError:
             raise ConfigError(f"{key}: {value!r} is out of range") from None
         raise ConfigError(f"{key}: expected a number, got {value!r}")
@@ -380,8 +396,12 @@ def read_yaml_layers(path: str | Path, _seen: tuple = ()) -> list[dict]:
     parent = (path.parent / base).resolve()
     if parent in _seen or parent == path.resolve():
         raise ConfigError(f"base: {path} inherits from itself through {parent}")
-    if not parent.is_file():
-        raise UsageError(f"base: no such config file {parent} (named in {path})")
+    if not parent.is_file():       # a folder, fifo or device is said as such (inputs.py)
+        from ..inputs import check_input_file
+        try:
+            check_input_file("base", str(parent))
+        except FileNotFoundError:
+            raise UsageError(f"base: no such config file {parent} (named in {path})") from None
     return read_yaml_layers(parent, _seen + (path.resolve(),)) + [data]
 
 

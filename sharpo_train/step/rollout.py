@@ -24,6 +24,7 @@ from typing import Optional
 import torch
 
 from ..envs.base import EnvPool, Task
+from ..models.chat_template import render_chat
 from ..models.policy import stop_token_ids
 from ..models.device import autocast
 from .finite_logits import guarded_generate
@@ -57,8 +58,8 @@ class Episode:
 
 def chat_prompt_ids(tokenizer, user_text: str) -> list[int]:
     """Token ids of the chat template for one user message plus the assistant header."""
-    enc = tokenizer.apply_chat_template([{"role": "user", "content": user_text}],
-                                        add_generation_prompt=True, tokenize=True)
+    enc = render_chat(tokenizer, [{"role": "user", "content": user_text}],
+                      add_generation_prompt=True, tokenize=True)   # bounded: chat_template.py
     ids = enc["input_ids"] if hasattr(enc, "keys") else enc   # transformers 5: BatchEncoding
     return list(ids[0] if ids and isinstance(ids[0], list) else ids)
 

@@ -482,7 +482,8 @@ def test_machine_record_and_a_refused_pairing_names_both_machines(tmp_path, monk
         "machine": {"cpu": "Some Other CPU", "cpu_capability": "AVX512"}})
     plan = SimpleNamespace(out=out, settings=None)
     monkeypatch.setattr(runner, "build_warm", lambda *a, **k: (plan, None, None))
-    with pytest.raises(RuntimeError, match=r"not the one filed .* made on Some Other CPU "
+    from _inputs import InputError
+    with pytest.raises(InputError, match=r"not the one filed .* made on Some Other CPU "
                                            r"\(AVX512\), this one on "):
         runner.run_rl(Unit(c, "grpo", 0), tmp_path / "runs", results, (0,), grid.ARMS)
     assert not (results / c.name / "grpo-seed0").exists()

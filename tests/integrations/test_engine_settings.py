@@ -77,3 +77,44 @@ def test_main_exits_2_with_one_line(capsys):
     assert err.startswith("error: algorithm.sharpo: unknown key 'lamda' (did you mean 'lam'?)")
     assert err.count("\n") == 1
     assert main(["+algorithm.sharpo.lam=0.3", "data.max_prompt_length=8"]) == 0
+
+
+def test_a_float_in_hydras_spelling_is_a_float():
+    """Hydra reads 1e-3 as a float (YAML 1.1 would say a string): so does the check
+    (issue 47: "algorithm.sharpo.tau: expected a real number, got str")."""
+    cfg = check_overrides(["+algorithm.sharpo.tau=1e-3", "+algorithm.sharpo.alpha=.5",
+                           "data.max_prompt_length=8"])
+    assert cfg["tau"] == 1e-3 and cfg["alpha"] == 0.5
+    assert overrides_config(["+algorithm.sharpo.hint_template=\"a: {hint}\""]) == \
+        {"algorithm": {"sharpo": {"hint_template": "a: {hint}"}}}
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("[" * 3000 + "]" * 3000, "nested deeper than 32"),
+    ("{a: " * 3000 + "1" + "}" * 3000, "nested deeper than 32"),
+    ("9" * 5000, "5,000 digits")])
+def test_a_hostile_override_value_is_one_line_naming_its_key(capsys, value, needle):
+    from sharpo_train.integrations.engine_settings import main
+
+    assert main([f"+algorithm.sharpo.lam={value}", "data.max_prompt_length=8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: algorithm.sharpo.lam: ") and needle in err, err[:300]
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("given, advice", [
+    ({}, "set +algorithm.sharpo.lam=0.3 to change it"),
+    ({"lam": 0.1}, "set algorithm.sharpo.lam=0.3 to change it")])
+def test_the_gae_warning_gives_an_override_hydra_accepts(given, advice):
+    """``+key`` adds a key and Hydra refuses it when the key is there: the advice is
+    ``key=v`` then (issue 47)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_config(config(given or None, lam=0.3), "verl")
+    (message,) = [str(w.message) for w in seen if "GAE" in str(w.message)]
+    assert message.endswith(advice), message
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        check_overrides(["algorithm.lam=0.3", "+algorithm.sharpo.lam=0.1",
+                         "data.max_prompt_length=8"], "verl")
+    assert [str(w.message) for w in seen][0].endswith("set algorithm.sharpo.lam=0.3 to change it")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..command_args import non_negative, positive, run_logged
+from ..command_args import int_in, non_negative, positive, run_logged
+from .settings import MAX_GENERATED
 
 
 def _pick_split(games: str, split: str | None) -> str:
@@ -132,7 +133,8 @@ def register(subparsers) -> None:
                      "json_2.1.1/ (another folder needs --force)")
     gen.add_argument("--force", action="store_true", help="write into a non-empty --out that "
                      "holds no json_2.1.1/")
-    gen.add_argument("--n", type=positive, required=True)
+    gen.add_argument("--n", type=int_in(1, MAX_GENERATED), required=True,
+                     help=f"games to generate (at most {MAX_GENERATED:,}, as env.generate.n_train)")
     gen.add_argument("--seed", type=non_negative, default=0)
     gen.add_argument("--split", default="train")
     gen.add_argument("--families", nargs="+", default=None, help=families_help)

@@ -10,6 +10,7 @@ from ...settings.loader import in_range, need, setting
 
 DEFAULT_MAX_STEPS = 50
 EXPERT_TYPES = ("planner", "handcoded")
+MAX_GENERATED = 100_000      # games one generation makes (env.generate.n_*, generate --n)
 
 
 @dataclass
@@ -25,8 +26,8 @@ class GenerateSettings:
     workers: int = setting(1, "processes generating games")
 
     def validate(self) -> None:
-        in_range(self, "n_train", 0, 100000)
-        in_range(self, "n_eval", 0, 100000)
+        in_range(self, "n_train", 0, MAX_GENERATED)
+        in_range(self, "n_eval", 0, MAX_GENERATED)
         in_range(self, "seed", 0)
         in_range(self, "workers", 0, 1024)
 

@@ -205,3 +205,20 @@ def test_demo_directory_is_accepted(tmp_path, write_run, capsys):
         find_run_dir(tmp_path / "cmp")
     with pytest.raises(FileNotFoundError, match="--run"):
         find_run_dir(tmp_path / "none", "--run")
+
+
+@pytest.mark.parametrize("name", ["$x^$", "grpo $\\frac{$", "$\\undefinedmacro$", "a$b"])
+def test_dollar_signs_in_a_family_or_method_are_drawn_as_written(tmp_path, write_run, name):
+    """matplotlib would parse ``$...$`` as mathtext: an unbalanced one was a traceback of
+    `sharpo explain` (issue 47). Figures draw names as their characters."""
+    from sharpo_train.analysis.report.explain_png import render_group_png
+    run = write_run(tmp_path / "run")
+    path = run / "credit" / "step_00003.json"
+    rec = json.loads(path.read_text())
+    rec["method"] = name
+    for g in rec["groups"]:
+        g["family"] = name
+    path.write_text(json.dumps(rec))
+    assert main(["explain", str(run)]) == 0
+    assert (run / "report" / "credit_step00003_group1.png").stat().st_size > 1000
+    assert render_group_png(rec, 1, tmp_path / "x.png").stat().st_size > 1000

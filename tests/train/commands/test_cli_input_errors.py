@@ -331,7 +331,8 @@ def test_probe_round_fifos_inside_checkpoints_and_credit_are_named(done_run, tmp
     st.unlink()
     os.mkfifo(st)
     with no_hang(120):
-        one_line_error(capsys, ["eval", "--run-dir", str(run)], "state.json: not a regular file")
+        one_line_error(capsys, ["eval", "--run-dir", str(run)],
+                       "state.json: a fifo (named pipe), not a regular file")
     cfg = run / "config.yaml"
     cfg.unlink()
     os.mkfifo(cfg)

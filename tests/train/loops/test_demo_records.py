@@ -120,3 +120,23 @@ def test_hinted_copies_keep_a_system_message_and_hint_the_user_turn(tmp_path):
     assert [m["role"] for m in copy] == ["system", "user", "assistant"]
     assert copy[0]["content"] == "SYS" and copy[1]["content"].startswith("USER")
     assert copy[1]["content"] != "USER"                     # the hint was placed there
+
+
+@pytest.mark.parametrize("record, needle", [
+    ({"messages": [{"role": "usr", "content": "go"}, GOOD["messages"][1]]},
+     "messages[0].role: unknown role 'usr' (did you mean 'user'?)"),
+    ({"messages": [{"role": "narrator", "content": "go"}, GOOD["messages"][1]]},
+     "expected one of system, user, assistant, tool"),
+    ({"messages": [GOOD["messages"][0], {"role": "assistant", "content": ""}]},
+     "messages[1].content: the assistant's reply (the text trained on) is empty"),
+    ({"messages": [GOOD["messages"][0], {"role": "assistant", "content": " \n\t"}]},
+     "is empty"),
+])
+def test_an_unknown_role_or_an_empty_reply_is_refused(tmp_path, record, needle):
+    """issue 47 (LOW): both were accepted and trained on."""
+    p = _write(tmp_path, GOOD, record)
+    with pytest.raises(UsageError, match=r"--demos .*:2: ") as exc:
+        load_demos(p)
+    assert needle in str(exc.value)
+    ok = {"messages": [{"role": "system", "content": "s"}, *GOOD["messages"]]}
+    assert len(load_demos(_write(tmp_path, ok))) == 1
