@@ -18,11 +18,21 @@ episodes per held-out task, the format guard on every arm: the runs of
     report  [--figures]                     the table (RESULTS/map.md) and figures from
                                             the files in --results alone
     status                                  what is filed and what is left
+    file-warm --cell C [--build]            file the cell's warm-start weights (RUNS/<cell>/sft,
+                                            built here; --build: build it first where it is
+                                            missing) beside its filed warm.json, only where
+                                            their sha256 is warm.json's
     sft-data                                the SFT data of every size, without training
                                             (RESULTS/sft_data.md: lengths, lamp shares)
     command --cell C                        the cell's `sharpo compare` command
 
 --cell: turns=20,decisive=5,start=weak[,sft_seed=1] or t20-d5-weak[-sft1].
+--arms: the arms to run (run, unit, status; default grpo,sharpo:0.2,oracle): any
+        `sharpo compare --methods` entries, e.g. gated,random_mask (the gated study,
+        benchmarks/results/gated.md), each filed in the cell's folder beside the map's.
+The warm start: where RESULTS/<cell>/sft holds the filed weights (warm.json's sha256) and
+RUNS/<cell> has none, an RL run starts from them (no SFT), on any processor; unit.json
+records the machine and whether the start was filed or built.
 --runs: the run folders (default runs/map at the repository root, ignored by git:
         weights and checkpoints, gigabytes; set it to another disk if you like);
 --results: the filed results (default benchmarks/results/map, in the repository); report
@@ -58,7 +68,8 @@ def cmd_run(args) -> int:
     seeds, results, runs = grid.parse_seeds(args.seeds), Path(args.results), Path(args.runs)
     if args.jobs < 1:
         raise ValueError(f"--jobs: expected an integer >= 1, got {args.jobs}")
-    todo = grid.pending(_cells(args), results, seeds)
+    arms = grid.parse_arms(args.arms)
+    todo = grid.pending(_cells(args), results, seeds, arms)
     if args.warm_only:
         todo = [u for u in todo if u.is_warm]
     if args.max_units is not None:
@@ -92,7 +103,7 @@ def cmd_run(args) -> int:
             todo.remove(unit)
             cmd = ["nice", "-n", str(args.nice), sys.executable, str(Path(__file__).resolve()),
                    "unit", "--cell", unit.cell.spec, "--seeds", args.seeds,
-                   "--runs", str(runs), "--results", str(results)]
+                   "--runs", str(runs), "--results", str(results), "--arms", args.arms]
             if not unit.is_warm:
                 cmd += ["--arm", unit.arm, "--seed", str(unit.seed)]
             if args.quick:
@@ -114,10 +125,11 @@ def cmd_unit(args) -> int:
     cell = grid.parse_cell(args.cell[0] if isinstance(args.cell, list) else args.cell)
     if (args.arm is None) != (args.seed is None):
         raise ValueError("--arm and --seed: give both (an RL run) or neither (the warm start)")
-    if args.arm is not None and args.arm not in grid.ARMS:
-        raise ValueError(f"--arm: expected one of {', '.join(grid.ARMS)}, got {args.arm!r}")
+    arms = grid.parse_arms(args.arms)
+    if args.arm is not None and args.arm not in arms:
+        raise ValueError(f"--arm: expected one of --arms ({', '.join(arms)}), got {args.arm!r}")
     unit = grid.Unit(cell, args.arm, args.seed)
-    run_unit(unit, Path(args.runs), Path(args.results), grid.parse_seeds(args.seeds), grid.ARMS,
+    run_unit(unit, Path(args.runs), Path(args.results), grid.parse_seeds(args.seeds), arms,
              quick=args.quick)
     return 0
 
@@ -132,11 +144,40 @@ def filed_results(args) -> Path:
 def cmd_status(args) -> int:
     results = filed_results(args)
     for cell in _cells(args):
-        units = grid.cell_units(cell, grid.parse_seeds(args.seeds))
+        units = grid.cell_units(cell, grid.parse_seeds(args.seeds), grid.parse_arms(args.arms))
         done = [u for u in units if grid.is_done(u, results)]
         print(f"{cell.name:16s} {len(done):2d}/{len(units)} units filed"
               + ("" if grid.is_done(units[0], results) else " (no warm start)"))
     return 0
+
+
+def cmd_file_warm(args) -> int:
+    """File RUNS/<cell>/sft's weights beside the cell's filed warm.json (RESULTS/<cell>/sft/)
+    where their sha256 is the filed one; a cell whose rebuilt start differs is refused, naming
+    both machines (its filed runs cannot be paired with a new one)."""
+    from corridor_map.runner import build_warm, file_warm_weights, machine, sha256, warm_record
+    bad = 0
+    for cell in _cells(args):
+        warm = warm_record(cell, Path(args.results))
+        sft = Path(args.runs) / cell.name / "sft"
+        if args.build and warm is not None and not sft.exists():
+            build_warm(cell, Path(args.runs), grid.SEEDS, grid.ARMS)    # the SFT, here
+        if warm is None or not (sft / "model.safetensors").is_file():
+            print(f"{cell.name}: " + ("no filed warm.json" if warm is None
+                                     else f"no warm start built in {sft}"))
+            bad += 1
+            continue
+        got = sha256(sft / "model.safetensors")
+        if got != warm["weights_sha256"]:
+            there = warm.get("machine") or {}
+            print(f"{cell.name}: the start built here (sha256 {got[:12]}, {machine()['cpu']}) is "
+                  f"not the filed one ({warm['weights_sha256'][:12]}, "
+                  f"{there.get('cpu', 'an unrecorded machine')}); not filed")
+            bad += 1
+            continue
+        names = file_warm_weights(sft, Path(args.results) / cell.name)
+        print(f"{cell.name}: filed {', '.join(names)} (sha256 {got[:12]} = warm.json's)")
+    return 1 if bad else 0
 
 
 def cmd_command(args) -> int:
@@ -188,7 +229,7 @@ def cmd_report(args) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
-    for name in ("run", "unit", "status", "command", "report", "sft-data"):
+    for name in ("run", "unit", "status", "command", "report", "sft-data", "file-warm"):
         q = sub.add_parser(name)
         q.add_argument("--cell", action="append", default=[],
                        help="a cell, turns=T,decisive=D,start=weak|full[,sft_seed=S] or "
@@ -202,6 +243,10 @@ def main(argv=None) -> int:
         q.add_argument("--results", default=str(HERE / "results" / "map"),
                        help="where finished units are filed, and read back by report "
                             "(default %(default)s)")
+        if name in ("run", "unit", "status"):
+            q.add_argument("--arms", default=",".join(grid.ARMS),
+                           help="the arms, `sharpo compare --methods` entries "
+                                "(default %(default)s)")
         if name == "run":
             q.add_argument("--jobs", type=int, default=2,
                            help="processes at once, each OMP_NUM_THREADS=1 (default 2)")
@@ -220,6 +265,10 @@ def main(argv=None) -> int:
                            help="grpo, sharpo:0.2 or oracle (with --seed; neither: the warm "
                                 "start)")
             q.add_argument("--seed", type=int, default=None, help="the RL seed of --arm")
+        if name == "file-warm":
+            q.add_argument("--build", action="store_true",
+                           help="first build the warm start in --runs where it is missing "
+                                "(the recipe's SFT, as the cell's first run would)")
         if name == "report":
             q.add_argument("--figures", action="store_true",
                            help="also draw map_heat.png and map_share.png")
@@ -228,7 +277,8 @@ def main(argv=None) -> int:
         if a.what == "unit" and len(a.cell) != 1:
             raise ValueError("--cell: `unit` takes exactly one cell")
         return {"run": cmd_run, "unit": cmd_unit, "status": cmd_status,
-                "command": cmd_command, "report": cmd_report, "sft-data": cmd_sft_data}[a.what](a)
+                "command": cmd_command, "report": cmd_report, "sft-data": cmd_sft_data,
+                "file-warm": cmd_file_warm}[a.what](a)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -143,6 +143,17 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def parse_arms(text: str) -> list[str]:
+    """``--arms`` (comma-separated `sharpo compare --methods` entries) -> the arms, each
+    checked as the compare checks it (a ConfigError, a ValueError, naming --arms)."""
+    from sharpo_train.recipes.recipe_config import parse_methods
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"--arms: expected comma-separated methods, got {text!r}")
+    arms = [a.strip() for a in text.split(",")]
+    parse_methods(",".join(arms), prefix="--arms ")
+    return arms
+
+
 def arm_slug(arm: str) -> str:
     """The run folder prefix `sharpo compare` gives an arm (grpo, sharpo-lam0.2, oracle)."""
     from sharpo_train.recipes.recipe_config import parse_methods

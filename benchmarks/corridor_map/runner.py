@@ -12,7 +12,10 @@ at once.
 
 What comes back into the repository (``RESULTS/<cell>/``): ``warm.json`` (the warm
 start's evaluation, its SFT summary, the diagnosis of warm.py and the sha256 of its
-weights) and per RL run ``<slug>-seed<k>/{eval.json, metrics.jsonl, unit.json}``.
+weights), ``sft/`` (the warm start's weights and model config, about 1 MB: a later RL run
+on any processor starts from them instead of a new SFT, ``restore_warm``) and per RL run
+``<slug>-seed<k>/{eval.json, metrics.jsonl, unit.json}`` (unit.json: the machine that
+made it, and whether its warm start was the filed one or built there).
 """
 from __future__ import annotations
 
@@ -135,19 +138,79 @@ def plan_of(cell: Cell, runs: Path, seeds, arms, quick: bool = False):
     return plan
 
 
+# The warm start's files filed beside warm.json (RESULTS/<cell>/sft/): the weights and the
+# model's config, about 1 MB; what `sharpo sft` writes besides them (sft.json: the summary,
+# already in warm.json) is not needed to load the policy.
+FILED_SFT_FILES = ("model.safetensors", "config.json", "generation_config.json")
+FILED_SFT = "sft"
+
+
+def file_warm_weights(sft_dir: Path, cell_results: Path) -> list[str]:
+    """Copy the warm start's weights and model config from ``sft_dir`` into
+    ``cell_results``/sft/ (beside warm.json); returns the names copied."""
+    dest = Path(cell_results) / FILED_SFT
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    for name in FILED_SFT_FILES:
+        if (Path(sft_dir) / name).is_file():
+            shutil.copyfile(Path(sft_dir) / name, dest / (name + ".tmp"))
+            (dest / (name + ".tmp")).replace(dest / name)
+            names.append(name)
+    if "model.safetensors" not in names:
+        raise FileNotFoundError(f"{sft_dir}: no model.safetensors to file")
+    return names
+
+
+def restore_warm(cell: Cell, runs: Path, results: Path, echo=print) -> bool:
+    """Where RUNS/<cell>/sft is missing and RESULTS/<cell> has the filed warm start (warm.json
+    and sft/): put the filed weights in RUNS/<cell>/sft and record the SFT and its evaluation
+    as done in pipeline.json (with warm.json's results), so the recipe runs only its cheap
+    phases (tasks, demonstrations) and no SFT: the cell's arms then start from the filed
+    weights on any processor. The sha256 guard of run_rl still compares them with warm.json.
+    Returns whether it restored."""
+    from sharpo_train.recipes import phases
+    filed, out = Path(results) / cell.name, Path(runs) / cell.name
+    if (out / "sft").exists() or not (filed / FILED_SFT / "model.safetensors").is_file() \
+            or not (filed / WARM_FILE).is_file():
+        return False
+    warm = json.loads((filed / WARM_FILE).read_text())
+    got = sha256(filed / FILED_SFT / "model.safetensors")
+    if got != warm["weights_sha256"]:
+        raise RuntimeError(f"{cell.name}: the filed weights {filed / FILED_SFT} (sha256 "
+                           f"{got[:12]}) are not warm.json's ({warm['weights_sha256'][:12]})")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "sft.filed.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(filed / FILED_SFT, tmp)
+    tmp.replace(out / "sft")
+    log = phases.PhaseLog(out)
+    log.record("sft", warm["seconds"].get("sft", 0.0), warm["sft"])
+    log.record("eval/warm-start", warm["seconds"].get("eval/warm-start", 0.0), warm["eval"])
+    log.set("warm_start_from", str(filed / FILED_SFT))
+    echo(f"[{cell.name}/warm] restored from the filed weights {filed / FILED_SFT} (made on "
+         f"{(warm.get('machine') or {}).get('cpu', 'an unrecorded machine')})")
+    return True
+
+
 def build_warm(cell: Cell, runs: Path, seeds, arms, echo=print, quick: bool = False,
-               lock: bool = True):
-    """The cell's warm start in RUNS/<cell> (skipped where pipeline.json has it done),
+               lock: bool = True, results: Path | None = None):
+    """The cell's warm start in RUNS/<cell> (skipped where pipeline.json has it done;
+    restored from RESULTS/<cell>/sft where ``results`` has it filed and RUNS has none),
     under the cell's lock unless the caller holds it (``lock=False``); returns (plan, env
     recipe, PhaseLog)."""
     from sharpo_train.recipes import phases
     from sharpo_train.recipes.compare import run_compare
     plan = plan_of(cell, runs, seeds, arms, quick)
+
+    def build():
+        if results is not None and not quick:
+            restore_warm(cell, runs, results, echo)
+        run_compare(plan, [], list(seeds), echo=echo)
     if lock:
         with cell_lock(plan.out):
-            run_compare(plan, [], list(seeds), echo=echo)
+            build()
     else:
-        run_compare(plan, [], list(seeds), echo=echo)
+        build()
     return plan, phases.env_recipe(plan.settings.env), phases.PhaseLog(plan.out)
 
 
@@ -183,6 +246,7 @@ def _run_warm(cell: Cell, runs: Path, results: Path, seeds, arms, echo, quick) -
               "random_agent": 2.0 ** -cell.decisive, "code": code_commit(),
               "machine": machine()}
     write_json(Unit(cell).result_path(results), record)
+    file_warm_weights(out / "sft", Path(results) / cell.name)
     echo(f"[{cell.name}/warm] filed: success {record['eval']['success']:.3f}, right door "
          f"{play['right_door']:.3f}")
     return record
@@ -210,7 +274,7 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
     from sharpo_train.recipes.recipe_config import parse_methods
 
     warm = json.loads(Unit(unit.cell).result_path(results).read_text())
-    plan, env, _log = build_warm(unit.cell, runs, seeds, arms, echo, quick)
+    plan, env, log = build_warm(unit.cell, runs, seeds, arms, echo, quick, results=results)
     out, s = plan.out, plan.settings
     got = sha256(out / "sft" / "model.safetensors")
     if got != warm["weights_sha256"]:
@@ -240,7 +304,8 @@ def _run_rl(unit: Unit, runs: Path, results: Path, seeds, arms, echo, quick) -> 
         write_json(run_dir / UNIT_FILE, {
             "cell": unit.cell.spec, "arm": unit.arm, "slug": slug, "seed": seed,
             "seconds": round(time.time() - start, 1), "eval": result,
-            "weights_sha256": got, "code": code_commit(), "machine": machine()})
+            "weights_sha256": got, "code": code_commit(), "machine": machine(),
+            "warm_start": "filed" if log.state.get("warm_start_from") else "built here"})
     dest = Path(results) / unit.cell.name / unit.folder
     dest.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:          # unit.json last: its presence marks the run filed

@@ -10,14 +10,15 @@ method is one decorated function and its params dataclass, in its own file
 
 One file per method: ``grpo.py`` (GRPO, and the A_i every method starts from),
 ``sharpo.py`` (SHARPO, ``sharpo_rho``), ``gigpo.py`` (GiGPO), ``self_distill.py`` (RLSD,
-SERL, OPSD, SDAR), ``empg.py`` (EMPG), ``oracle.py`` (the exact-label ceiling); what an
-estimator reads from the batch: ``inputs.py``. This package file only registers them, in
+SERL, OPSD, SDAR), ``empg.py`` (EMPG), ``oracle.py`` (the exact-label ceiling),
+``gated.py`` (gated credit from SHARPO's teacher, and its controls); what an estimator
+reads from the batch: ``inputs.py``. This package file only registers them, in
 this order (the order of the ``estimator.*`` keys), and builds the ``estimator.*`` settings.
 """
 from .registry import (ESTIMATORS, AuxLoss, CreditOutput, Estimator, EstimatorSettings,
                        GroupParams, estimator_config, estimator_config_class,
                        register_estimator)
-from . import grpo, sharpo, empg, gigpo, oracle, self_distill  # noqa: F401  (they register)
+from . import grpo, sharpo, empg, gigpo, oracle, self_distill, gated  # noqa: F401  (they register)
 
 __all__ = ["ESTIMATORS", "Estimator", "register_estimator", "GroupParams", "EstimatorConfig",
            "EstimatorSettings", "estimator_config", "CreditOutput", "AuxLoss"]

@@ -286,6 +286,9 @@ class LogConfig:
                                    "docs/credit_quality.md)")
     save_batches: int = setting(0, "write RUN/batches/step_S.* every N steps, for offline "
                                 "rescoring (0: never)")
+    update_norm: bool = setting(False, "log update_norm per step: the L2 norm of the step's "
+                                "change of the trainable weights (costs an fp32 copy of them "
+                                "during the update)")
 
     def validate(self) -> None:
         in_range(self, "credit_every", 0)

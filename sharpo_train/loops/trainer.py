@@ -416,6 +416,8 @@ class Trainer:
             rec["aux_loss"] = upd["aux_loss"]
         rec.update({k: upd.get(k, 0.0) for k in ("loss", "pg_loss", "pg_clipfrac", "kl",
                                                  "entropy", "grad_norm")})
+        if "update_norm" in upd:                  # log.update_norm (step/update.py)
+            rec["update_norm"] = upd["update_norm"]
         rec.update({"lr": self.scheduler.get_last_lr()[0],
                     "tokens_per_s": gen_tokens / max(t3 - t0, 1e-9),
                     "time/rollout": t1 - t0, "time/scoring": t2 - t1, "time/update": t3 - t2,

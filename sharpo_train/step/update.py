@@ -117,7 +117,9 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
     StepBatch, batch.py); returns mean metrics. Reads ``batch.old_logp``,
     ``batch.advantages`` and ``batch.ref_logp``: [B, L] CPU fp32 (ref_logp may be None),
     and ``batch.aux_loss`` (the estimator's extra loss term, estimators.AuxLoss, or None;
-    its mean appears as ``aux_loss``)."""
+    its mean appears as ``aux_loss``). With ``cfg.log.update_norm``: ``update_norm``, the L2
+    norm of the step's whole change of the trainable weights (every optimizer step of the
+    call, weight decay included; benchmarks/results/gated.md: the step-matched control)."""
     lo, op = cfg.loss, cfg.optim
     policy_loss = POLICY_LOSSES[lo.policy_loss]
     device = next(model.parameters()).device
@@ -132,6 +134,8 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
     n_opt = 0
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    before = ([p.detach().float().clone() for p in params]
+              if getattr(cfg.log, "update_norm", False) else None)
     # loss.fused: the fused op computes PPO-clip + KL + entropy itself; an estimator's extra
     # loss term (aux) and shared-prefix forwards need the log-probs with their graph
     fused = lo.fused and aux is None and not op.shared_prefix_update
@@ -196,7 +200,17 @@ def update_policy(model, optimizer, scheduler, batch, cfg, *, temperature: float
             n_opt += 1
     out = {k: v / max(n_opt, 1) for k, v in sums.items()}
     out["optimizer_steps"] = n_opt
+    if before is not None:
+        out["update_norm"] = update_norm(params, before)
     return out
+
+
+def update_norm(params, before) -> float:
+    """sqrt(sum over ``params`` of ||p - p_before||^2): how far one training step moved the
+    weights (``before``: fp32 copies taken before it, in the same order)."""
+    with torch.no_grad():
+        total = sum(float((p.detach().float() - b).pow(2).sum()) for p, b in zip(params, before))
+    return math.sqrt(total)
 
 
 def _unfused_terms(loss, logp, ent, w, mask, ntok, ref, aux, idx, lo, stats, device):

@@ -487,3 +487,77 @@ def test_machine_record_and_a_refused_pairing_names_both_machines(tmp_path, monk
                                            r"\(AVX512\), this one on "):
         runner.run_rl(Unit(c, "grpo", 0), tmp_path / "runs", results, (0,), grid.ARMS)
     assert not (results / c.name / "grpo-seed0").exists()
+
+
+def _filed_warm(results, c, weights=b"filed weights"):
+    """A filed warm start by hand: warm.json with the sha256 of ``weights`` and sft/."""
+    import hashlib
+    from corridor_map import runner
+    (results / c.name / "sft").mkdir(parents=True)
+    (results / c.name / "sft" / "model.safetensors").write_bytes(weights)
+    (results / c.name / "sft" / "config.json").write_text("{}")
+    runner.write_json(Unit(c).result_path(results), {
+        "weights_sha256": hashlib.sha256(weights).hexdigest(),
+        "sft": {"steps": 7}, "eval": {"success": 0.25},
+        "seconds": {"sft": 12.0, "eval/warm-start": 3.0},
+        "machine": {"cpu": "Some Other CPU", "cpu_capability": "AVX512"}})
+
+
+def test_restore_warm_from_the_filed_weights(tmp_path):
+    """A cell's filed weights become RUNS/<cell>/sft with the SFT and its evaluation marked
+    done (warm.json's results), so no SFT runs; never over a start already there; filed
+    weights that are not warm.json's are refused."""
+    from sharpo_train.recipes.phases import PhaseLog
+    from corridor_map import runner
+    c, results, runs = Cell(10, 3, "weak"), tmp_path / "results", tmp_path / "runs"
+    _filed_warm(results, c)
+    assert runner.restore_warm(c, runs, results, echo=lambda *a: None)
+    sft = runs / c.name / "sft"
+    assert (sft / "model.safetensors").read_bytes() == b"filed weights"
+    assert (sft / "config.json").is_file()
+    log = PhaseLog(runs / c.name)
+    assert log.done("sft") and log.result("sft") == {"steps": 7}
+    assert log.result("eval/warm-start") == {"success": 0.25}
+    assert log.state["warm_start_from"] == str(results / c.name / "sft")
+    assert not runner.restore_warm(c, runs, results, echo=lambda *a: None)   # one is there
+    other = Cell(10, 5, "weak")
+    _filed_warm(results, other)
+    (results / other.name / "sft" / "model.safetensors").write_bytes(b"tampered")
+    with pytest.raises(RuntimeError, match="not warm.json's"):
+        runner.restore_warm(other, runs, results, echo=lambda *a: None)
+    assert not (runs / other.name / "sft").exists()
+    assert not runner.restore_warm(Cell(15, 3, "weak"), runs, results)      # nothing filed
+
+
+def test_file_warm_weights_and_the_cli_guard(tmp_path):
+    """`map.py file-warm` files a start built here only when its sha256 is the filed one."""
+    from corridor_map import runner
+    c, results, runs = Cell(10, 3, "weak"), tmp_path / "results", tmp_path / "runs"
+    _filed_warm(results, c, b"the weights")
+    (results / c.name / "sft" / "model.safetensors").unlink()
+    (runs / c.name / "sft").mkdir(parents=True)
+    (runs / c.name / "sft" / "model.safetensors").write_bytes(b"other weights")
+    (runs / c.name / "sft" / "config.json").write_text('{"a": 1}')
+    r = _cli("file-warm", "--cell", c.name, "--runs", str(runs), "--results", str(results))
+    assert r.returncode == 1 and "not the filed one" in r.stdout and "Some Other CPU" in r.stdout
+    assert not (results / c.name / "sft" / "model.safetensors").exists()
+    (runs / c.name / "sft" / "model.safetensors").write_bytes(b"the weights")
+    r = _cli("file-warm", "--cell", c.name, "--runs", str(runs), "--results", str(results))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (results / c.name / "sft" / "model.safetensors").read_bytes() == b"the weights"
+    assert (results / c.name / "sft" / "config.json").read_text() == '{"a": 1}'
+    with pytest.raises(FileNotFoundError, match="no model.safetensors"):
+        runner.file_warm_weights(tmp_path / "empty", tmp_path / "x")
+
+
+def test_parse_arms():
+    assert grid.parse_arms("grpo, gated,random_mask") == ["grpo", "gated", "random_mask"]
+    assert grid.parse_arms("grpo_step_matched@optim.lr=3e-4") == \
+        ["grpo_step_matched@optim.lr=3e-4"]
+    with pytest.raises(ValueError, match="--arms"):
+        grid.parse_arms("grpo,nope")
+    with pytest.raises(ValueError, match="--arms"):
+        grid.parse_arms(" ")
+    r = _cli("unit", "--cell", "t10-d3-weak", "--arms", "grpo,gated", "--arm", "oracle",
+             "--seed", "0")
+    assert r.returncode == 2 and "--arm: expected one of --arms (grpo, gated)" in r.stderr

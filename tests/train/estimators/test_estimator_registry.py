@@ -24,7 +24,8 @@ USER_KEYS = {"norm_std", "eps", "lam", "alpha", "tau", "rho_min", "rho_max", "ba
              "empg_k", "empg_k_future", "empg_zeta",
              "weight_segments",   # added later (default "all": the method)
              "base",              # added later (default "grpo": the method)
-             "weight_side"}       # added later (default "both": the method)
+             "weight_side",       # added later (default "both": the method)
+             "gate_theta", "gate_kappa", "gate_soft_theta", "mask_seed"}   # added later: new methods (gated.py)
 
 
 @pytest.fixture

@@ -55,6 +55,23 @@ def test_update_moves_logprobs_with_the_advantage_sign_and_ignores_padding(tmp_p
         assert torch.equal(p1, p2)
 
 
+def test_update_norm_is_the_distance_the_weights_moved(tmp_path):
+    """log.update_norm: the L2 norm of the step's whole change of the weights (the gated
+    study's step-matched control, benchmarks/results/gated.md); off: not in the stats."""
+    torch.manual_seed(0)
+    start, _tok = build_policy(MODEL)
+    before = [p.detach().clone() for p in start.parameters()]
+    cfg = small_config(tmp_path)
+    cfg.log.update_norm = True
+    model, _old, _new, _rows, stats = one_update(cfg, pad_adv=0.0)
+    moved = math.sqrt(sum(float((p.detach() - b).pow(2).sum())
+                          for p, b in zip(model.parameters(), before)))
+    assert moved > 0
+    assert stats["update_norm"] == pytest.approx(moved, rel=1e-5)
+    cfg.log.update_norm = False
+    assert "update_norm" not in one_update(cfg, pad_adv=0.0)[4]
+
+
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "traj-mean-token-mean"])
 def test_micro_batching_gives_the_full_batch_gradient(tmp_path, agg):
     cfg = small_config(tmp_path)
