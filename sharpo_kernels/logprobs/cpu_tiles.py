@@ -96,6 +96,11 @@ def _cdtype(*tensors: Optional[torch.Tensor]) -> torch.dtype:
         else torch.float32
 
 
+# The forward's entropy sums take exp(d) over column blocks of this many bytes: a small
+# [R, cb] workspace instead of a second [R, C] tile (issue 46: the verl teacher pass).
+_ENTROPY_BLOCK_BYTES = 4 << 20
+
+
 class _Workspace:
     """Reused flat buffers for tiles: a fresh 64 MiB tensor per tile would be mmap'd and
     page-faulted every time (glibc serves large blocks with mmap)."""
@@ -131,9 +136,15 @@ def _tile_sums_(d: torch.Tensor, temperature: float, need_entropy: bool, ws: _Wo
     if not need_entropy:
         return d.exp_().sum(-1), None                   # exp(-inf) = 0: no clamp needed
     d.clamp_(min=_NEG_CLAMP)
-    e = torch.exp(d, out=ws.get("e", *d.shape))
-    s = e.sum(-1)
-    return s, e.mul_(d).sum(-1)
+    rows, cols = d.shape
+    cb = max(1, min(cols, _ENTROPY_BLOCK_BYTES // max(1, rows * d.element_size())))
+    s, t = d.new_zeros(rows), d.new_zeros(rows)
+    for c0 in range(0, cols, cb):                        # exp(d) a column block at a time
+        db = d[:, c0:c0 + cb]
+        eb = torch.exp(db, out=ws.get("e", rows, db.shape[1]))
+        s += eb.sum(-1)
+        t += eb.mul_(db).sum(-1)
+    return s, t
 
 
 def _tile_grad_(d: torch.Tensor, logs: torch.Tensor, ent: torch.Tensor,
