@@ -1,14 +1,17 @@
 // C++ CPU kernel of SHARPO's segment advantage (docs/method.md §4, docs/api.md).
 //
 // Work item = one trajectory (one row without traj_index). For each row of it, pass A reads
-// the tokens once, run by run (a run = equal consecutive segment ids): it validates ids /
-// mask / log-probs, sums teacher - student over each segment (fp32, 8 lanes) and counts m
-// (positions with mask 1), and records the runs. Then the trajectory's mbar and every
+// the tokens once, run by run (a run = equal consecutive segment ids), each run in one
+// fused loop over blocks of 16 tokens (scan_run: ids compared, mask and log-probs checked,
+// teacher - student summed in fp32 lanes and m counted, all in 16-byte vectors, vec4.h),
+// and records the runs. Then the trajectory's mbar and every
 // segment's gap, w, rho and coefficient follow, and pass B writes the token advantages by
 // replaying the recorded runs (only the mask, still in cache, is read again).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "float_convert.h"
 #include "parallel_for.h"
 #include "segment_advantage.h"
+#include "vec4.h"
 
 namespace sharpo {
 namespace {
@@ -40,6 +44,107 @@ struct RowWork {
 
 inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
+// The fused pass A (Kernel::scan_run) takes a run's tokens kBlock at a time, as 4 groups
+// of 4 lanes (vec4.h). Which tokens a group holds depends on the log-prob type (Logp16):
+// tokens 4g..4g+3, or for bf16 tokens 8(g/2) + g%2 + {0, 2, 4, 6} (the decode without
+// shuffles). Masks are loaded in the same order (Mask16).
+constexpr int kBlock = 16;
+
+// The 16 log-probs of a block as 4 float groups.
+template <class LP> struct Logp16 {
+  static constexpr bool kEvenOdd = false;
+  static void load(const typename LP::T* p, F4 v[4]) {
+    if constexpr (std::is_same_v<LP, F32Load>) {
+      for (int g = 0; g < 4; ++g) v[g] = load_vec<F4>(p + 4 * g);
+    } else {   // fp16: the portable scalar decoder (subnormals included)
+      for (int g = 0; g < 4; ++g) v[g] = F4{LP::load(p[4 * g]), LP::load(p[4 * g + 1]),
+                                            LP::load(p[4 * g + 2]), LP::load(p[4 * g + 3])};
+    }
+  }
+};
+template <> struct Logp16<BF16Load> {
+  static constexpr bool kEvenOdd = true;
+  static void load(const uint16_t* p, F4 v[4]) {
+    for (int h = 0; h < 2; ++h) {   // bf16 = the top half of an f32: 8 tokens per I4
+      const I4 x = load_vec<I4>(p + 8 * h);
+      v[2 * h] = (F4)(x << 16);                      // tokens 8h + 0, 2, 4, 6
+      v[2 * h + 1] = (F4)(x & splat4(int32_t(0xffff0000u)));   // tokens 8h + 1, 3, 5, 7
+    }
+  }
+};
+
+// Token index of each lane of group g (the order of Logp16).
+template <bool EvenOdd> inline I4 group_tokens(int g) {
+  if constexpr (EvenOdd) {
+    const int32_t b = 8 * (g / 2) + g % 2;
+    return I4{b, b + 2, b + 4, b + 6};
+  } else {
+    return I4{4 * g, 4 * g + 1, 4 * g + 2, 4 * g + 3};
+  }
+}
+
+// The 16 mask values of a block: on[g] = value != 0 per lane (the order of Logp16), and
+// `bad` != 0 when one of the first n values is not 0 or 1. Lanes of tokens >= n are off.
+template <class M, bool EvenOdd> struct Mask16;
+template <bool EvenOdd> struct Mask16<NoMask, EvenOdd> {
+  static uint64_t load(const uint8_t*, int n, I4 on[4]) {
+    for (int g = 0; g < 4; ++g) on[g] = group_tokens<EvenOdd>(g) < splat4(n);
+    return 0;
+  }
+};
+template <bool EvenOdd> struct Mask16<U8Mask, EvenOdd> {
+  static uint64_t load(const uint8_t* p, int n, I4 on[4]) {
+    uint64_t w[2];
+    std::memcpy(w, p, 16);
+    uint64_t bad = 0;
+    for (int h = 0; h < 2; ++h) {
+      const int m = n - 8 * h;   // values of this half to keep
+      const uint64_t keep = m >= 8 ? ~uint64_t(0) : m <= 0 ? 0 : (uint64_t(1) << (8 * m)) - 1;
+      w[h] &= keep;
+      bad |= w[h] & 0xfefefefefefefefeull;
+      // each lane picks its byte out of a 32-bit word: no byte-to-lane conversion needed
+      const int32_t lo = static_cast<int32_t>(w[h]), hi = static_cast<int32_t>(w[h] >> 32);
+      if constexpr (EvenOdd) {
+        const I4 x = I4{lo, lo, hi, hi};
+        on[2 * h] = (x & I4{0xff, 0xff0000, 0xff, 0xff0000}) != 0;
+        on[2 * h + 1] = (x & I4{0xff00, int32_t(0xff000000u), 0xff00, int32_t(0xff000000u)}) != 0;
+      } else {
+        const I4 byte = I4{0xff, 0xff00, 0xff0000, int32_t(0xff000000u)};
+        on[2 * h] = (splat4(lo) & byte) != 0;
+        on[2 * h + 1] = (splat4(hi) & byte) != 0;
+      }
+    }
+    return bad;
+  }
+};
+template <bool EvenOdd> struct Mask16<F32Mask, EvenOdd> {
+  static uint64_t load(const float* p, int n, I4 on[4]) {
+    I4 bad = splat4(0);
+    for (int g = 0; g < 4; ++g) {
+      const I4 tok = group_tokens<EvenOdd>(g), in = tok < splat4(n);
+      const F4 v = EvenOdd ? F4{p[tok[0]], p[tok[1]], p[tok[2]], p[tok[3]]}
+                           : load_vec<F4>(p + 4 * g);
+      on[g] = (v != 0.0f) & in;
+      bad |= ~((v == 0.0f) | (v == 1.0f)) & in;   // NaN is bad too
+    }
+    return static_cast<uint32_t>(hor(bad));
+  }
+};
+template <bool EvenOdd> struct Mask16<I64Mask, EvenOdd> {   // element by element
+  static uint64_t load(const int64_t* p, int n, I4 on[4]) {
+    uint64_t bad = 0;
+    for (int g = 0; g < 4; ++g) {
+      const I4 tok = group_tokens<EvenOdd>(g);
+      for (int q = 0; q < 4; ++q) {
+        const int64_t v = tok[q] < n ? p[tok[q]] : 0;
+        on[g][q] = v != 0 ? -1 : 0;
+        bad |= static_cast<uint64_t>(v) & ~uint64_t(1);   // negatives too
+      }
+    }
+    return bad;
+  }
+};
+
 template <class LP, class IdT, class M>
 struct Kernel {
   const SegInputs& in;
@@ -57,83 +162,92 @@ struct Kernel {
     else return static_cast<const typename M::T*>(in.mask) + r * in.mask_stride;
   }
 
-  // End of the run of equal ids starting at j: blocks of 16 compared at once, then tokens.
-  static int64_t run_end(const IdT* ids, int64_t j, int64_t L) {
-    const IdT id = ids[j];
-    int64_t e = j + 1;
-    for (; e + 16 <= L; e += 16) {       // xor-or reduction: vectorises, no branch per id
-      uint64_t diff = 0;
-      for (int q = 0; q < 16; ++q) diff |= static_cast<uint64_t>(ids[e + q] ^ id);
-      if (diff) break;
+  // Partial results of one run (a lane per token position of a group, vec4.h).
+  struct RunLanes {
+    F4 sum[4] = {};   // teacher - student where the mask is on (used runs), per group
+    I4 cnt = {};      // minus the number of positions with mask != 0
+    I4 viol = {};     // a used log-prob NaN/inf or beyond logp_bound
+    uint64_t bad = 0; // != 0: a mask value not 0 or 1
+  };
+
+  // Adds the first n tokens of the block at e to the lanes (Full: n == kBlock, so the
+  // lane masks fold away). Used: the run is a segment of a row with a teacher, so its
+  // log-probs are summed and checked; otherwise only the mask is (NaN padding is legal).
+  // Branch-free: lane masks select, so a NaN outside the mask never reaches a sum.
+  template <bool Used, bool Full>
+  void add_block(const typename LP::T* t, const typename LP::T* s, const typename M::T* mk,
+                 int64_t e, int n, F4 bound, RunLanes& a) const {
+    constexpr bool eo = Logp16<LP>::kEvenOdd;
+    I4 on[4];
+    if constexpr (std::is_same_v<M, NoMask>) a.bad |= Mask16<M, eo>::load(nullptr, n, on);
+    else a.bad |= Mask16<M, eo>::load(mk + e, Full ? kBlock : n, on);
+    for (int g = 0; g < 4; ++g) a.cnt += on[g];
+    if constexpr (Used) {
+      F4 tv[4], sv[4];
+      Logp16<LP>::load(t + e, tv);
+      Logp16<LP>::load(s + e, sv);
+      for (int g = 0; g < 4; ++g) {
+        a.sum[g] += (F4)((I4)(tv[g] - sv[g]) & on[g]);
+        // !(|x| <= bound) holds for NaN, inf (bound <= FLT_MAX) and out-of-range values
+        a.viol |= on[g] & ~(abs_le(tv[g], bound) & abs_le(sv[g], bound));
+      }
     }
-    while (e < L && ids[e] == id) ++e;
-    return e;
   }
 
-  // Number of positions of [j, e) with mask 1; `bad` turns true on a value other than 0/1.
-  // Branch-free reductions so that the loop vectorises.
-  static int64_t mask_count(const typename M::T* mk, int64_t j, int64_t e, bool& bad) {
-    if constexpr (std::is_same_v<M, F32Mask>) {
-      float sum = 0.0f;
-      unsigned odd = 0;
-      for (int64_t i = j; i < e; ++i) {
-        sum += mk[i];
-        odd |= static_cast<unsigned>(!(mk[i] == 0.0f || mk[i] == 1.0f));
-      }
-      bad = odd != 0;
-      return static_cast<int64_t>(sum);   // exact: a run is far below 2^24 tokens
+  // The row's last n < kBlock tokens [e, e + n): copied to a zero-padded block first, so
+  // that add_block reads nothing past the row.
+  template <bool Used>
+  void add_tail(const typename LP::T* t, const typename LP::T* s, const typename M::T* mk,
+                int64_t e, int n, F4 bound, RunLanes& a) const {
+    typename LP::T tb[kBlock] = {}, sb[kBlock] = {};
+    typename M::T mb[kBlock] = {};
+    std::copy(t + e, t + e + n, tb);
+    std::copy(s + e, s + e + n, sb);
+    if constexpr (!std::is_same_v<M, NoMask>) std::copy(mk + e, mk + e + n, mb);
+    add_block<Used, false>(tb, sb, mb, 0, n, bound, a);
+  }
+
+  // Whether the kBlock ids at `ids` all equal `id` (an xor-or reduction, one branch).
+  static bool same_block(const IdT* ids, IdT id) {
+    if constexpr (sizeof(IdT) == 8) {
+      const L2 v = splat2(id);
+      L2 x = load_vec<L2>(ids) ^ v;
+      for (int k = 2; k < kBlock; k += 2) x |= load_vec<L2>(ids + k) ^ v;
+      return (x[0] | x[1]) == 0;
     } else {
-      using U = std::conditional_t<std::is_same_v<M, U8Mask>, uint32_t, uint64_t>;
-      U sum = 0, any = 0;
-      for (int64_t i = j; i < e; ++i) {
-        sum += static_cast<U>(mk[i]);
-        any |= static_cast<U>(mk[i]);
-      }
-      bad = (any & ~U(1)) != 0;           // some value outside {0, 1} (negatives included)
-      return static_cast<int64_t>(sum);
+      const I4 v = splat4(id);
+      I4 x = load_vec<I4>(ids) ^ v;
+      for (int k = 4; k < kBlock; k += 4) x |= load_vec<I4>(ids + k) ^ v;
+      return hor(x) == 0;
     }
   }
 
-  // Sum of (t - s) over [j, e) where the mask is on, in fp32 with 8 independent lanes (so
-  // the compiler can vectorise; the segment total is then added in double). `bad` turns true
-  // on a NaN/inf value (x - x != 0), `cnt` counts the mask-on positions.
-  float span_sum(const typename LP::T* t, const typename LP::T* s, const typename M::T* mk,
-                 int64_t j, int64_t e, bool& bad) const {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float chk[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float big[8] = {0, 0, 0, 0, 0, 0, 0, 0};   // largest |log-prob| used (range rule)
-    int64_t i = j;
-    for (; i + 8 <= e; i += 8) {
-      for (int q = 0; q < 8; ++q) {
-        const float tv = LP::load(t[i + q]), sv = LP::load(s[i + q]);
-        float on = 1.0f;
-        if constexpr (!std::is_same_v<M, NoMask>) on = mk[i + q] != 0 ? 1.0f : 0.0f;
-        const float d = on != 0.0f ? tv - sv : 0.0f;
-        lane[q] += d;
-        chk[q] += on != 0.0f ? (tv - tv) + (sv - sv) : 0.0f;   // NaN iff a used value is NaN/inf
-        const float mag = on != 0.0f ? std::max(std::fabs(tv), std::fabs(sv)) : 0.0f;
-        big[q] = big[q] > mag ? big[q] : mag;                    // NaN never wins
-      }
+  // One fused loop over the run of `id` that starts at j (the sums of docs/method.md §4
+  // and the checks of docs/api.md together): while the next kBlock ids all equal `id`
+  // (the common case, so the branch predicts well) the block goes to the lanes whole; the
+  // block holding the run's end is scanned id by id for the end, then added under a lane
+  // mask. Returns the run's end e (the run is [j, e)).
+  template <bool Used>
+  int64_t scan_run(const typename LP::T* t, const typename LP::T* s, const IdT* ids,
+                   const typename M::T* mk, int64_t j, IdT id, F4 bound, RunLanes& a) const {
+    const int64_t L = in.L;
+    int64_t e = j;
+    for (; e + kBlock <= L && same_block(ids + e, id); e += kBlock)
+      add_block<Used, true>(t, s, mk, e, kBlock, bound, a);
+    const int lim = static_cast<int>(std::min<int64_t>(kBlock, L - e));
+    int n = 0;
+    while (n < lim && ids[e + n] == id) ++n;
+    if (n > 0) {
+      if (e + kBlock <= L) add_block<Used, false>(t, s, mk, e, n, bound, a);
+      else add_tail<Used>(t, s, mk, e, n, bound, a);
     }
-    for (; i < e; ++i) {
-      const float tv = LP::load(t[i]), sv = LP::load(s[i]);
-      bool on = true;
-      if constexpr (!std::is_same_v<M, NoMask>) on = mk[i] != 0;
-      if (on) {
-        lane[0] += tv - sv;
-        chk[0] += (tv - tv) + (sv - sv);
-        const float mag = std::max(std::fabs(tv), std::fabs(sv));
-        big[0] = big[0] > mag ? big[0] : mag;
-      }
-    }
-    float c = 0.0f, sum = 0.0f, mx = 0.0f;
-    for (int q = 0; q < 8; ++q) { c += chk[q]; sum += lane[q]; mx = std::max(mx, big[q]); }
-    bad = !(c == 0.0f) || mx > p.logp_bound;
-    return sum;
+    return e + n;
   }
 
   // Pass A over row r: validate, accumulate segment sums and counts. Returns false on error.
-  // Walks the row run by run (a run = equal consecutive ids), each run in a tight loop.
+  // Walks the row run by run (a run = equal consecutive ids), each run in one fused loop
+  // (scan_run); the checks of a run, in the order ids, mask, log-probs, stop at its first
+  // error, so a row reports the first error of its first bad run.
   bool scan_row(int64_t r, RowWork& w) const {
     w.sums.clear();
     w.counts.clear();
@@ -148,34 +262,25 @@ struct Kernel {
     const auto* s = student_row(r);
     const IdT* ids = ids_row(r);
     const auto* mk = mask_row(r);
+    const F4 bound = splat4f(std::min(p.logp_bound, std::numeric_limits<float>::max()));
     int64_t expected = 0;
     for (int64_t j = 0; j < in.L;) {
       const IdT id = ids[j];
-      const int64_t e = run_end(ids, j, in.L);               // run [j, e)
       if (id < -1) { w.err = {kIdBelowMinusOne, r, j, double(id), 0}; return false; }
       if (id >= 0 && id != expected) {
         w.err = {kIdOrder, r, j, double(id), double(expected)};
         return false;
       }
-      int64_t cnt = e - j;
-      if constexpr (!std::is_same_v<M, NoMask>) {
-        bool badv = false;
-        cnt = mask_count(mk, j, e, badv);
-        if (badv) {
-          for (int64_t i = j; i < e; ++i)
-            if (mask_bad<M>(mk[i])) { w.err = {kMaskValue, r, i, double(mk[i]), 0}; return false; }
-        }
-      }
+      const bool used = teach && id >= 0;
+      RunLanes lanes;
+      const int64_t e = used ? scan_run<true>(t, s, ids, mk, j, id, bound, lanes)
+                             : scan_run<false>(t, s, ids, mk, j, id, bound, lanes);  // [j, e)
+      if (lanes.bad != 0 || hor(lanes.viol) != 0) return locate_error(r, t, s, mk, j, e, used, w);
       if (id >= 0) {
         ++expected;
-        double sum = 0.0;
-        if (teach && cnt > 0) {
-          bool bad = false;
-          sum = static_cast<double>(span_sum(t, s, mk, j, e, bad));
-          if (bad) return locate_nonfinite(r, t, s, mk, j, e, w);
-        }
-        w.sums.push_back(sum);
-        w.counts.push_back(cnt);
+        const F4 sum = (lanes.sum[0] + lanes.sum[1]) + (lanes.sum[2] + lanes.sum[3]);
+        w.sums.push_back(used ? static_cast<double>(hsum(sum)) : 0.0);
+        w.counts.push_back(-static_cast<int64_t>(hsum(lanes.cnt)));
       }
       w.runs.emplace_back(e, static_cast<int64_t>(id));
       j = e;
@@ -186,10 +291,16 @@ struct Kernel {
     return true;
   }
 
-  // Slow path: the first NaN/inf or out-of-range used value in [j, e); records the error.
-  bool locate_nonfinite(int64_t r, const typename LP::T* t, const typename LP::T* s,
-                        const typename M::T* mk, int64_t j, int64_t e, RowWork& w) const {
-    for (int64_t i = j; i < e; ++i) {
+  // Slow path: the first bad value of the run [j, e) that scan_run flagged: a mask value
+  // not 0/1, else (used runs) the first NaN/inf or out-of-range log-prob where the mask is
+  // on. Records the error; returns false.
+  bool locate_error(int64_t r, const typename LP::T* t, const typename LP::T* s,
+                    const typename M::T* mk, int64_t j, int64_t e, bool used, RowWork& w) const {
+    if constexpr (!std::is_same_v<M, NoMask>) {
+      for (int64_t i = j; i < e; ++i)
+        if (mask_bad<M>(mk[i])) { w.err = {kMaskValue, r, i, double(mk[i]), 0}; return false; }
+    }
+    for (int64_t i = j; used && i < e; ++i) {
       if constexpr (!std::is_same_v<M, NoMask>) { if (mk[i] == 0) continue; }
       const float tv = LP::load(t[i]), sv = LP::load(s[i]);
       if (!std::isfinite(tv)) { w.err = {kTeacherNonFinite, r, i, tv, 0}; return false; }
@@ -198,7 +309,7 @@ struct Kernel {
       if (std::fabs(tv) > p.logp_bound) { w.err = {kTeacherRange, r, i, tv, L}; return false; }
       if (std::fabs(sv) > p.logp_bound) { w.err = {kStudentRange, r, i, sv, L}; return false; }
     }
-    w.err = {kTeacherNonFinite, r, j, NAN, 0};   // not reached: span_sum saw a bad value
+    w.err = {kTeacherNonFinite, r, j, NAN, 0};   // not reached: scan_run saw a bad value
     return false;
   }
 
