@@ -40,7 +40,29 @@ struct RowWork {
   std::vector<float> gap, weight, rho, coef;  // [K]
   std::vector<std::pair<int64_t, int64_t>> runs;  // (end, id) of each run, for pass B
   SegError err;
+
+  size_t bytes() const {
+    return sums.capacity() * sizeof(double) + counts.capacity() * sizeof(int64_t) +
+           (gap.capacity() + weight.capacity() + rho.capacity() + coef.capacity()) * sizeof(float) +
+           runs.capacity() * sizeof(runs[0]);
+  }
 };
+
+// The rows' scratch, kept by the calling thread between calls: fresh vectors for every row
+// (malloc, then first-touch page faults once free() has trimmed the heap) cost about a
+// quarter of the call at B=256, L=4096. release_workspace drops it when it holds more than
+// kKeepBytes (a batch of many tiny runs).
+constexpr size_t kKeepBytes = size_t(64) << 20;
+std::vector<RowWork>& row_workspace(int64_t B) {
+  thread_local std::vector<RowWork> work;
+  if (static_cast<int64_t>(work.size()) < B) work.resize(B);
+  return work;
+}
+void release_workspace(std::vector<RowWork>& work) {
+  size_t bytes = work.capacity() * sizeof(RowWork);
+  for (const RowWork& w : work) bytes += w.bytes();
+  if (bytes > kKeepBytes) std::vector<RowWork>().swap(work);
+}
 
 inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
@@ -249,6 +271,7 @@ struct Kernel {
   // (scan_run); the checks of a run, in the order ids, mask, log-probs, stop at its first
   // error, so a row reports the first error of its first bad run.
   bool scan_row(int64_t r, RowWork& w) const {
+    w.err = SegError{};
     w.sums.clear();
     w.counts.clear();
     w.runs.clear();
@@ -368,7 +391,7 @@ struct Kernel {
       for (int64_t r = 0; r <= B; ++r) start[r] = r;
       for (int64_t r = 0; r < B; ++r) order[r] = r;
     }
-    std::vector<RowWork> work(B);
+    std::vector<RowWork>& work = row_workspace(B);
     auto do_group = [&](int64_t g) {
       bool ok = true;
       int64_t tot_m = 0, tot_k = 0;
@@ -389,8 +412,13 @@ struct Kernel {
     const int threads = threads_for_work(num_threads, G, tokens);
     parallel_for(G, threads, 1, do_group);
 
-    for (int64_t r = 0; r < B; ++r)
-      if (work[r].err.code != kOk) return work[r].err;   // lowest row first
+    for (int64_t r = 0; r < B; ++r) {
+      if (work[r].err.code != kOk) {   // lowest row first
+        const SegError err = work[r].err;
+        release_workspace(work);
+        return err;
+      }
+    }
     tables->offset.assign(B + 1, 0);
     for (int64_t r = 0; r < B; ++r)
       tables->offset[r + 1] = tables->offset[r] + static_cast<int64_t>(work[r].counts.size());
@@ -401,6 +429,7 @@ struct Kernel {
       std::copy(work[r].weight.begin(), work[r].weight.end(), tables->weight.begin() + tables->offset[r]);
       std::copy(work[r].rho.begin(), work[r].rho.end(), tables->length_factor.begin() + tables->offset[r]);
     }
+    release_workspace(work);
     return SegError{};
   }
 };

@@ -131,3 +131,22 @@ def test_unused_bad_values_in_whole_blocks(mask_dtype):
     want = sk.segment_advantage(**batch, backend="torch")
     torch.testing.assert_close(got.advantages, want.advantages, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(got.gap, want.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_workspace_kept_between_calls():
+    """The per-row scratch the calling thread keeps between calls (row_workspace): an error
+    in one call leaves nothing behind, and batches of other sizes reuse it correctly."""
+    batch = _batch(torch.float32, torch.int64, torch.bool, seed=11)
+    bad = dict(batch, teacher_logp=batch["teacher_logp"].clone())
+    bad["has_teacher"] = batch["has_teacher"].clone()
+    bad["has_teacher"][4] = True
+    bad["teacher_logp"][4] = float("nan")
+    with pytest.raises(ValueError, match="row 4"):
+        sk.segment_advantage(**bad, backend="cpp")
+    for B in (16, 3, 16, 1):
+        part = {k: (v[:B] if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        got = sk.segment_advantage(**part, backend="cpp")
+        want = sk.segment_advantage(**part, backend="torch")
+        torch.testing.assert_close(got.advantages, want.advantages, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got.gap, want.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
+        assert torch.equal(got.num_segments.long(), want.num_segments.long())
