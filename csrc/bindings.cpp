@@ -47,9 +47,10 @@ sharpo::SegInputs make_inputs(const py::tuple& t) {
 
 py::tuple segment_advantage_cpu(const py::tuple& inputs, uintptr_t out, int64_t out_stride,
                                 float lam, float alpha, float tau, float rho_min, float rho_max,
-                                int num_threads, float logp_bound) {
+                                int num_threads, float logp_bound, double coef_max,
+                                double adv_half) {
   const sharpo::SegInputs in = make_inputs(inputs);
-  const sharpo::SegParams p{lam, alpha, tau, rho_min, rho_max, logp_bound};
+  const sharpo::SegParams p{lam, alpha, tau, rho_min, rho_max, logp_bound, coef_max, adv_half};
   sharpo::SegTables tables;
   sharpo::SegError err;
   {
@@ -139,7 +140,8 @@ PYBIND11_MODULE(_sharpo_native, m) {
   m.def("segment_advantage_cpu", &segment_advantage_cpu, py::arg("inputs"), py::arg("out"),
         py::arg("out_stride"), py::arg("lam"), py::arg("alpha"), py::arg("tau"),
         py::arg("rho_min"), py::arg("rho_max"), py::arg("num_threads") = 0,
-        py::arg("logp_bound") = INFINITY,
-        "C++ CPU segment advantage. Returns ((code, row, pos, found, expected), num_segments "
+        py::arg("logp_bound") = INFINITY, py::arg("coef_max") = 0.0, py::arg("adv_half") = 0.0,
+        "C++ CPU segment advantage (coef_max > 0: also the advantages' range rule, "
+        "|A_i| * coef_max <= adv_half, first). Returns ((code, row, pos, found, expected), num_segments "
         "int64 [B], gap, weight, length_factor float32 [B, Kmax]); code != 0: bad input.");
 }

@@ -28,6 +28,7 @@ enum SegErr : int {
   kAdvantageNonFinite = 7,  // advantages[i] NaN/inf
   kTeacherRange = 8,        // |teacher_logp| > logp_bound at a used position
   kStudentRange = 9,        // |student_logp| > logp_bound at a used position
+  kAdvantageRange = 10,     // |advantages[i]| * coef_max > adv_half (expected: coef_max)
 };
 
 struct SegError {
@@ -41,6 +42,10 @@ struct SegParams {
   // Largest |log-prob| allowed where used (checks.py logp_bound: half the float32 range
   // over 2 L, so a segment's sum cannot overflow); larger finite values are an error.
   float logp_bound = INFINITY;
+  // The advantages' range rule (checks.py check_advantage_range), checked before every other
+  // rule when coef_max > 0: a finite A_i with |A_i| * coef_max > adv_half (in double) is an
+  // error.
+  double coef_max = 0, adv_half = 0;
 };
 
 // Inputs of one call. Pointers of [B, L] tensors index as p[row * stride + t].

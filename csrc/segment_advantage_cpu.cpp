@@ -379,6 +379,11 @@ struct Kernel {
 
   SegError run(float* out, int64_t out_stride, SegTables* tables, int num_threads) const {
     const int64_t B = in.B;
+    for (int64_t r = 0; p.coef_max > 0 && r < B; ++r) {   // ranked before every other rule
+      const double a = in.advantages[r];
+      if (std::isfinite(a) && std::fabs(a) * p.coef_max > p.adv_half)
+        return SegError{kAdvantageRange, r, 0, a, p.coef_max};
+    }
     // Rows of each trajectory (counting sort by group); without groups, row r is group r.
     const int64_t G = in.group ? in.num_groups : B;
     std::vector<int64_t> start(G + 1, 0), order(B);

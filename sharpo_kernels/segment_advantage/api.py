@@ -130,13 +130,13 @@ def segment_advantage(teacher_logp: torch.Tensor, student_logp: torch.Tensor,
         res = SegmentAdvantage(*fields)
         return (res, chk) if chk is not None else res
 
-    check_advantage_range(advantages, lam, alpha, rho_max)   # before any backend runs
-    if name == "cpp":   # validates the other rules inside its single pass over the tokens
+    if name == "cpp":   # validates the rules inside its single pass over the tokens
         from .native import segment_advantage_cpp
         return _pad_tables(SegmentAdvantage(*segment_advantage_cpp(
             teacher_logp, student_logp, segment_ids, advantages, has_teacher, response_mask,
             traj_index, *params)), max_segments)
 
+    check_advantage_range(advantages, lam, alpha, rho_max)   # before the other rules
     check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
     B = teacher_logp.shape[0]
     num_segments, kmax = check_values(teacher_logp, student_logp, segment_ids, advantages,

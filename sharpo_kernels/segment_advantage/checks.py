@@ -49,6 +49,7 @@ ERR_EMPTY_SEGMENT = 6
 ERR_ADVANTAGE_NONFINITE = 7
 ERR_TEACHER_RANGE = 8      # the cpp kernel's codes of check_logp_range's rule (expected: L)
 ERR_STUDENT_RANGE = 9
+ERR_ADVANTAGE_RANGE = 10    # the cpp kernel's code of check_advantage_range's rule (expected: c)
 
 
 def error_message(code: int, row: int, pos: int, found: float, expected: float) -> str:
@@ -77,6 +78,8 @@ def error_message(code: int, row: int, pos: int, found: float, expected: float) 
     if code in (ERR_TEACHER_RANGE, ERR_STUDENT_RANGE):
         name = "teacher_logp" if code == ERR_TEACHER_RANGE else "student_logp"
         return logp_range_message(name, found, row, pos, int(expected))
+    if code == ERR_ADVANTAGE_RANGE:
+        return advantage_range_message(found, row, expected)
     return f"segment_advantage: unknown native error code {code}"
 
 

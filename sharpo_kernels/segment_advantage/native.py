@@ -15,7 +15,8 @@ from typing import Optional
 import torch
 
 from .. import _backend
-from .checks import (ERR_MASK_VALUE, _first, check_logp_range, check_values, error_message,
+from .checks import (_FP32_HALF, ERR_MASK_VALUE, _first,
+                     check_advantage_range, check_logp_range, check_values, error_message,
                      logp_bound, max_coefficient)
 from .segment_table import group_rows
 from .single_pass import new_buffers
@@ -77,8 +78,9 @@ def _inputs(t, s, ids, ids_code, mask, mask_code, adv, ht, group, num_groups):
 
 def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
                           response_mask, traj_index, lam, alpha, tau, rho_min, rho_max):
-    """C++ CPU backend: validates the data rules (all but the advantages' range, checked by
-    the caller) and computes in one native call.
+    """C++ CPU backend: validates the data rules and computes in one native call. The
+    advantages' range rule runs first, in the kernel; float64 advantages (whose float32 copy
+    may round across the bound, or overflow) have it checked here instead.
     Returns (advantages [B, L], gap, weight, length_factor [B, Kmax], num_segments [B]), the
     field order of SegmentAdvantage (the native call itself returns err, num, gap, w, rho)."""
     native = _backend.native_module()
@@ -86,6 +88,7 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
     ids, ids_code = _ids(segment_ids)
     ids, _ = _rows(ids)
     def host_checks():   # the error path: the host checks in their order (checks.py)
+        check_advantage_range(advantages, lam, alpha, rho_max)
         check_logp_range(teacher_logp, student_logp, segment_ids, has_teacher, response_mask)
         check_values(teacher_logp, student_logp, segment_ids, advantages, has_teacher,
                      response_mask)
@@ -93,6 +96,10 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
     mask, mask_code = _mask_cpu(response_mask, host_checks)
     if mask is not None:
         mask, _ = _rows(mask)
+    coef = max_coefficient(lam, alpha, rho_max)
+    if advantages.dtype == torch.float64:   # its float32 copy may round across the bound
+        check_advantage_range(advantages, lam, alpha, rho_max)
+        coef = 0.0                                # the kernel skips the rule
     adv = advantages.float().contiguous()
     ht = None if has_teacher is None else has_teacher.contiguous().view(torch.uint8)
     group, num_groups = (None, 0)
@@ -104,7 +111,7 @@ def segment_advantage_cpp(teacher_logp, student_logp, segment_ids, advantages, h
     out = _new_output(B, L, teacher_logp.device)
     err, num, gap, w, rho = native.segment_advantage_cpu(
         inputs, out.data_ptr(), out.stride(0), lam, alpha, tau, rho_min, rho_max,
-        torch.get_num_threads(), logp_bound(max(L, 1)))
+        torch.get_num_threads(), logp_bound(max(L, 1)), coef, _FP32_HALF)
     del keep
     if err[0] != 0:
         # The kernel stops each row at its first error and reports the lowest row; the

@@ -150,3 +150,31 @@ def test_workspace_kept_between_calls():
         torch.testing.assert_close(got.advantages, want.advantages, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(got.gap, want.gap, rtol=1e-5, atol=1e-6, equal_nan=True)
         assert torch.equal(got.num_segments.long(), want.num_segments.long())
+
+
+@pytest.mark.parametrize("adv_dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_advantage_range_in_the_kernel(adv_dtype):
+    """The cpp kernel checks the advantages' range rule itself, before every other rule
+    (float64: on the host, its float32 copy may round across the bound): at the edge, one
+    step past it, and ranked above a bad id in an earlier row; the torch reference's
+    message."""
+    from sharpo_kernels.segment_advantage.checks import _FP32_HALF, max_coefficient
+    batch = _batch(torch.float32, torch.int64, torch.bool, seed=13)
+    c = max_coefficient(0.2, 0.5, 2.0)
+    fin = torch.finfo(adv_dtype)
+    edge = torch.tensor(_FP32_HALF / c, dtype=torch.float64).to(adv_dtype)
+    while float(edge.double()) * c > _FP32_HALF:        # the largest value the rule accepts
+        edge = (edge.double() * (1 - fin.eps)).to(adv_dtype)   # at least one step down
+    past = torch.tensor(float(edge.double()) * (1 + 2 * fin.eps), dtype=torch.float64).to(adv_dtype)
+    assert float(past.double()) * c > _FP32_HALF
+    for value, ok in ((edge, True), (-edge, True), (past, False), (-past, False)):
+        adv = batch["advantages"].to(adv_dtype) * 1e-3
+        adv[6] = value
+        b = dict(batch, advantages=adv, lam=0.2, alpha=0.5, rho_max=2.0)
+        msgs = {bk: _message(b, bk) for bk in ("cpp", "torch")}
+        assert (msgs["cpp"] == "no error") == ok and len(set(msgs.values())) == 1, msgs
+        if not ok:
+            assert msgs["cpp"].startswith("ValueError: advantages: ") and "row 6" in msgs["cpp"]
+            b["segment_ids"] = b["segment_ids"].clone()
+            b["segment_ids"][0, 0] = 5                   # a bad id in row 0 ranks lower
+            assert _message(b, "cpp") == msgs["cpp"]
