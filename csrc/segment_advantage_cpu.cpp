@@ -359,19 +359,33 @@ struct Kernel {
   }
 
   // Pass B over row r: token advantages, run by run from the runs pass A recorded (ids are
-  // not read again): one value per run, then the mask.
+  // not read again): one value per run, then the mask, kBlock tokens per step. A run's last
+  // block may write past its end: the next run starts there and writes those tokens again
+  // (runs are written in order), so no step needs a lane mask or a scalar tail but the
+  // row's last tokens.
   void write_row(int64_t r, const RowWork& w, float* out, int64_t out_stride) const {
     const auto* mk = mask_row(r);
     const float a = in.advantages[r];
     float* o = out + r * out_stride;
     const float* coef = w.coef.data();
+    const int64_t L = in.L;
     int64_t j = 0;
     for (const auto& [e, id] : w.runs) {
       const float v = id >= 0 ? a * coef[id] : a;
-      if constexpr (std::is_same_v<M, NoMask>) {
-        for (int64_t i = j; i < e; ++i) o[i] = v;
-      } else {
-        for (int64_t i = j; i < e; ++i) o[i] = mk[i] != 0 ? v : 0.0f;
+      const F4 vv = splat4f(v);
+      int64_t i = j;
+      for (; i < e && i + kBlock <= L; i += kBlock) {
+        I4 on[4];
+        if constexpr (std::is_same_v<M, NoMask>) Mask16<M, false>::load(nullptr, kBlock, on);
+        else Mask16<M, false>::load(mk + i, kBlock, on);
+        for (int g = 0; g < 4; ++g) {
+          const F4 x = (F4)((I4)vv & on[g]);
+          std::memcpy(o + i + 4 * g, &x, sizeof x);
+        }
+      }
+      for (; i < e; ++i) {   // the row's last tokens
+        if constexpr (std::is_same_v<M, NoMask>) o[i] = v;
+        else o[i] = mk[i] != 0 ? v : 0.0f;
       }
       j = e;
     }
