@@ -71,6 +71,10 @@ inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, l
 // tokens 4g..4g+3, or for bf16 tokens 8(g/2) + g%2 + {0, 2, 4, 6} (the decode without
 // shuffles). Masks are loaded in the same order (Mask16).
 constexpr int kBlock = 16;
+// How far ahead of the block scan_run reads it prefetches, in tokens (1 KB of fp32
+// log-probs, 2 KB of int64 ids): 4% faster at B=256 L=4096, 13% at B=4096 L=8192 on the
+// 2-core Xeon; 512 was no better, prefetching the next row was slower.
+constexpr int64_t kPrefetch = 256;
 
 // The 16 log-probs of a block as 4 float groups.
 template <class LP> struct Logp16 {
@@ -229,6 +233,17 @@ struct Kernel {
     add_block<Used, false>(tb, sb, mb, 0, n, bound, a);
   }
 
+  // Software prefetch of the block at token e of every input stream (a hint: it never
+  // faults, so e may lie past the row).
+  static void prefetch_ahead(const typename LP::T* t, const typename LP::T* s, const IdT* ids,
+                             const typename M::T* mk, int64_t e) {
+    __builtin_prefetch(t + e);
+    __builtin_prefetch(s + e);
+    __builtin_prefetch(ids + e);
+    if constexpr (sizeof(IdT) == 8) __builtin_prefetch(ids + e + 8);   // 128 bytes of ids
+    if constexpr (!std::is_same_v<M, NoMask>) __builtin_prefetch(mk + e);
+  }
+
   // Whether the kBlock ids at `ids` all equal `id` (an xor-or reduction, one branch).
   static bool same_block(const IdT* ids, IdT id) {
     if constexpr (sizeof(IdT) == 8) {
@@ -254,8 +269,10 @@ struct Kernel {
                    const typename M::T* mk, int64_t j, IdT id, F4 bound, RunLanes& a) const {
     const int64_t L = in.L;
     int64_t e = j;
-    for (; e + kBlock <= L && same_block(ids + e, id); e += kBlock)
+    for (; e + kBlock <= L && same_block(ids + e, id); e += kBlock) {
+      prefetch_ahead(t, s, ids, mk, e + kPrefetch);
       add_block<Used, true>(t, s, mk, e, kBlock, bound, a);
+    }
     const int lim = static_cast<int>(std::min<int64_t>(kBlock, L - e));
     int n = 0;
     while (n < lim && ids[e + n] == id) ++n;
