@@ -145,7 +145,7 @@ def compute_sharpo_advantage(data: DataProto, coefficients: SharpoCoefficients =
                             response_mask=b["response_mask"], traj_index=traj_index, **coefficients.kwargs())
     data.batch["advantages"] = seg.advantages
     data.batch["returns"] = seg.advantages.clone()
-    data.meta_info["sharpo_metrics"] = lam_zero_stats() if not teacher_pass(coefficients) else sharpo_step_stats(
+    data.meta_info["sharpo_metrics"] = lam_zero_stats() if not teacher_pass(coefficients, "sharpo") else sharpo_step_stats(
         seg, base, has_teacher, alpha=coefficients.alpha, tau=coefficients.tau, traj_index=traj_index)
     return data
 
@@ -302,7 +302,8 @@ class SharpoTrainerMixin:
         uid, traj_uid = keys_to_uids(keys)
         data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"] = uid, traj_uid
 
-        if not teacher_pass(cfg):  # SHARPO's base exactly: no teacher batch, no teacher pass (§4)
+        # the named estimator's rule (SHARPO: lam = 0 is its base exactly: no teacher batch, §4)
+        if not teacher_pass(cfg, str(self.config.algorithm.adv_estimator)):
             has_teacher = torch.zeros(len(keys), dtype=torch.bool)
             data.batch["teacher_log_probs"] = data.batch["old_log_probs"].clone()
             data.batch["sharpo_has_teacher"] = has_teacher
