@@ -29,6 +29,10 @@ Multi-turn (``tools=`` / ``environment_factory=``) with a ChatML tokenizer whose
 has no tool calling (SmolLM2-Instruct, the project's tokenizer): the constructor installs
 sharpo's ChatML tool-calling template (``chat_templates.enable_tool_calling``) first.
 
+Another registered estimator (``SharpoConfig.estimator``, its params ``estimator_params``;
+trl_estimator.py): its ``needs_teacher`` decides whether steps 2-3 run, and its ``fn`` on the
+step's ``StepBatch`` gives the [B, T] advantages in place of step 5, as `sharpo train` calls it.
+
 Logged with TRL's metrics (``_metrics``, so every ``report_to`` backend receives them): ``sharpo/teacher_coverage`` (fraction of completions with a
 teacher), ``sharpo/gap_mean`` and ``sharpo/weight_mean`` (over scored segments).
 """
