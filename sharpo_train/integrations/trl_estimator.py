@@ -74,20 +74,20 @@ def trl_step_batch(params, *, rewards: torch.Tensor, base: torch.Tensor, group_s
     rewards [B] (the weighted total), base [B] TRL's A_i, loss_mask / segment_ids /
     student / teacher / entropy [B, T], has_teacher [B] bool; prompts / completions [B]
     token lists; ``step`` the training step (1, 2, ...)."""
+    def cpu(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().cpu()
+
     B = int(rewards.shape[0])
-    cpu = {"rewards": rewards, "base": base, "loss_mask": loss_mask, "segment_ids": segment_ids,
-           "student": student, "teacher": teacher, "has_teacher": has_teacher}
-    t = {k: v.detach().cpu() for k, v in cpu.items()}
-    batch = StepBatch(rewards=t["rewards"].float(),
+    batch = StepBatch(rewards=cpu(rewards).float(),
                       group_of=torch.arange(B, dtype=torch.long) // group_size,
                       traj_index=torch.arange(B, dtype=torch.long),
-                      response_mask=t["loss_mask"].float(), segment_ids=t["segment_ids"].long(),
+                      response_mask=cpu(loss_mask).float(), segment_ids=cpu(segment_ids).long(),
                       prompt_ids=list(prompts), response_ids=list(completions), turn=[0] * B)
     # A_i is TRL's: episode_advantages(params) reads it back at the params' own (norm_std, eps)
-    batch.episode_adv = t["base"].float()
+    batch.episode_adv = cpu(base).float()
     batch.episode_adv_norm = (params.norm_std, params.eps)
-    batch.old_logp, batch.teacher_logp = t["student"].float(), t["teacher"].float()
-    batch.has_teacher = t["has_teacher"].bool()
-    batch.old_entropy = None if entropy is None else entropy.detach().cpu().float()
+    batch.old_logp, batch.teacher_logp = cpu(student).float(), cpu(teacher).float()
+    batch.has_teacher = cpu(has_teacher).bool()
+    batch.old_entropy = None if entropy is None else cpu(entropy).float()
     batch.step = step
     return batch

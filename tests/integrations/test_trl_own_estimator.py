@@ -143,3 +143,17 @@ def test_hf_argument_parser_reads_the_estimator_fields(tmp_path, toy_registered)
     assert default.estimator == "sharpo" and default.estimator_params is None
     helps = HfArgumentParser(SharpoConfig).format_help()
     assert "registered estimator" in helps and "estimator_params" in helps
+
+
+@pytest.mark.parametrize("name, params", [("rlsd", {"rlsd_lam": 0.5}), ("empg", {})])
+def test_the_projects_own_estimators_run_through_it(tmp_path, name, params):
+    """RLSD (a teacher) and EMPG (token entropies: ``needs_entropy``) unchanged: TRL's loss
+    reads what their function gives on the step's batch."""
+    trainer, read = train(tmp_path, estimator=name, estimator_params=params)
+    last, est = trainer.sharpo_last, ESTIMATORS[name]
+    batch = last["batch"]
+    assert (batch.old_entropy is not None) == est.needs_entropy
+    assert bool(batch.has_teacher.any()) == est.needs_teacher(trainer._sharpo_params)
+    again = est.fn(batch, trainer._sharpo_params).advantages
+    torch.testing.assert_close(last["advantages"], again)
+    assert same_rows(read[-1], again) and again.abs().sum() > 0
