@@ -268,6 +268,23 @@ def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
             f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set {override} to change it")
 
 
+def check_engine_estimator(name: str, engine_estimators) -> None:
+    """ValueError naming ``algorithm.adv_estimator`` when it names an estimator registered in
+    sharpo (sharpo_train.estimators) that the engine does not have (``engine_estimators``:
+    verl's ``ADV_ESTIMATOR_REGISTRY`` names): the drop-ins run ``sharpo`` only, every other
+    name goes to the engine's own estimators, and verl's error would not say why."""
+    from sharpo_train.estimators import ESTIMATORS
+
+    name = str(name)
+    if name == SECTION or name not in ESTIMATORS or name in set(engine_estimators):
+        return
+    raise ValueError(f"algorithm.adv_estimator: {name!r} is a sharpo estimator "
+                     "(sharpo_train.estimators), which the verl drop-in does not run: it runs "
+                     f"adv_estimator={SECTION} and leaves every other name to verl's own estimators; "
+                     f"train {name!r} with `sharpo train method={name}` or the TRL drop-in "
+                     f"(SharpoConfig(estimator={name!r}))")
+
+
 def check_config(config, engine: str = "verl") -> dict[str, Any]:
     """What a trainer checks at construction for ``adv_estimator=sharpo`` (verl's
     ``SharpoTrainerMixin.__init__``, verl-agent's ``RayPPOTrainer.__init__`` through

@@ -174,3 +174,16 @@ def test_the_launch_check_names_the_override_that_keeps_it_off(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "add +algorithm.sharpo.fused_logprobs=false" in err
     assert main([*base, FUSED_OFF, "+algorithm.sharpo.fused_logprobs=false"]) == 0
+
+
+def test_a_sharpo_estimator_verl_lacks_is_refused_by_name():
+    """verl's drop-in runs adv_estimator=sharpo; another name is verl's own. A name sharpo
+    registers and verl does not (rlsd) is refused naming the key and where it runs."""
+    from sharpo_train.integrations.engine_settings import check_engine_estimator
+
+    verl_names = ["gae", "grpo", "rloo"]
+    for name in ("sharpo", "grpo", "gae", "my_own"):       # sharpo's, verl's, or neither's (verl says)
+        check_engine_estimator(name, verl_names)
+    with pytest.raises(ValueError, match=r"algorithm\.adv_estimator: 'rlsd' is a sharpo estimator.*"
+                                         r"sharpo train method=rlsd.*estimator='rlsd'"):
+        check_engine_estimator("rlsd", verl_names)
