@@ -258,7 +258,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
             logger.warning(
                 f"sharpo: no completion had a teacher in the last {len(cover)} step(s) (sharpo/teacher_coverage "
                 f"0): no completion's reward reached success_threshold={self.args.success_threshold}, so "
-                f"SHARPO gave plain GRPO advantages; check that the reward function scores successes "
+                f"{self.args.estimator} had no teacher to read (SHARPO: plain GRPO advantages); check that "
+                f"the reward function scores successes "
                 f">= success_threshold")
         super().log(logs, start_time)
 
