@@ -617,4 +617,55 @@ def compile_specs(arch: int):
                                         extra=dict(chunk_columns=vc, chunks=chunks,
                                                    cublas_flops=2 * nv * v * h
                                                    * (need_h + need_w))))
+    if arch == 90:
+        out += fwd_candidate_specs()
+    return out
+
+
+H200_SMS = 132      # the splits of the candidate specs: an H200's (or an H100 SXM's) SMs
+
+
+def fwd_candidate_specs(names=None, sms: int = H200_SMS):
+    """[KernelVariant] of the sm_90 forward candidates (linear_fwd_variants.py) other than
+    "base" (the default spec above), bf16 at the issue-45 shape N=8192 V=151936 H=4096,
+    plain, with entropy, with bias + entropy; the grid is the launch's on `sms` SMs (wave-filling
+    splits where the candidate asks for them). extra: the candidate's name and splits."""
+    from triton.runtime.jit import MockTensor
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..compiled.variants import N_TOKENS, KernelVariant
+    f32, i64, bf = torch.float32, torch.int64, torch.bfloat16
+    nv, v, h = N_TOKENS, 151936, 4096
+    out = []
+    for name in names or [k for k in FWD_VARIANTS if k != "base"]:
+        cfg = LinearTritonConfig(fwd_variant=name)
+        cuda = torch.device("cuda")
+        bn, bv, bh, warps = cfg.tiles(nv, v, h, cuda, bf, arch=90)
+        n_tiles, v_tiles = triton.cdiv(nv, bn), triton.cdiv(v, bv)
+        least = max(1, min(v_tiles, triton.cdiv(2 * sms, n_tiles)))
+        splits = (wave_splits(n_tiles, v_tiles, sms * cfg.fwd.ctas_per_sm, least)
+                  if cfg.fwd.fill_waves else least)
+        v_per_split = triton.cdiv(v_tiles, splits) * bv
+        splits = triton.cdiv(v, v_per_split)
+        switches = cfg.fwd_switches(h, bf, cuda, arch=90)
+        if switches["DESC"]:
+            h_arg = TensorDescriptor(MockTensor(bf, [nv, h]), [nv, h], [h, 1], [bn, bh])
+            w_arg = TensorDescriptor(MockTensor(bf, [v, h]), [v, h], [h, 1], [bv, bh])
+        else:
+            h_arg = w_arg = bf
+        stages = cfg.fwd_launch_options(cuda, bf, arch=90)["num_stages"]
+        for bias, ent in ((False, False), (False, True), (True, True)):
+            out.append(KernelVariant(
+                _linear_fwd_kernel,
+                (h_arg, h, w_arg, h, bf, i64, f32, f32, f32, nv, v, h, v_per_split, 0.7),
+                dict(HAS_BIAS=bias, NEED_ENTROPY=ent, DOT_FP32=False, TF32=False,
+                     BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
+                     EVEN_H=cfg.unmasked_h(h, bh, cuda, arch=90), **switches),
+                warps, stages, (n_tiles, splits),
+                f"linear_fwd bfloat16 N={nv} V={v} H={h} bias={bias:d} entropy={ent:d} "
+                f"cand={name}",
+                elements=nv * v, mma_flops=2 * nv * v * h, bytes=(v * h + nv * h) * 2,
+                loop_trips=(triton.cdiv(v_per_split, bv),
+                            triton.cdiv(v_per_split, bv) * triton.cdiv(h, bh)),
+                mufu_per_element=1.0, extra=dict(candidate=name, splits=splits)))
     return out
