@@ -63,6 +63,10 @@ linear_logprobs, matmuls of 2 N V H per path (triton backend; naive torch beside
 | frozen head, entropy with a gradient (general path) | 1 | 2 (recompute, grad_h) | 3 | 2 | 30.9 ms |
 | frozen head (`linear_frozen.py`: cuBLAS logits and exp(d) @ W per chunk) | 2 | 0 (g * J) | 2 | 2 | 20.6 ms |
 | `grad_filter`, kept share k of the vocabulary blocks | 1 | 1 + 2k | 2 + 2k | 3 | (20.6 + 20.6 k) ms |
+
+The sm_90 forward candidates (issue 45 item 3: TMA loads, the base-2 epilogue, two CTAs per
+SM, whole waves): [linear_fwd_candidates.md](linear_fwd_candidates.md), from
+`python benchmarks/compiled_facts.py --fwd-candidates`.
 """
 
 
@@ -185,7 +189,18 @@ def candidates_table(rows) -> str:
             f"{other:.1f} | {epi_cell} | {splits}, {programs}, {waves}, {busy:.0%} | "
             f"{hid:.0f} | {wmb:.0f} |")
     notes = "\n".join(f"- **{k}**: {fv.note}" for k, fv in FWD_VARIANTS.items())
-    return "\n".join(out) + "\n\n" + notes + "\n"
+    legend = (
+        "Columns: CTAs/SM from registers and shared memory; K loop: the SASS loop with the "
+        "tensor-core instructions (one H step of a tile), its instructions, HGMMA among them "
+        "and the others per HGMMA; epilogue: the loop with the exp2 (MUFU) per vocabulary "
+        "tile, and per logit a thread owns (fused: FLATTEN puts it in the K loop under a "
+        "branch, so its count is no longer per step). The last three columns are a launch "
+        "model, not compiled facts: splits, programs, waves of resident CTAs and the share "
+        "of slot-time busy (every program of equal work); the hidden rows the resident "
+        "programs read each vocabulary step (1 MB per 128-row tile at H=4096) and the "
+        "weight tiles new each step. docs/gpu_kernels.md, \"The sm_90 forward "
+        "candidates\", reads them.")
+    return "\n".join(out) + "\n\n" + legend + "\n\n" + notes + "\n"
 
 
 def candidate_rows():

@@ -61,7 +61,7 @@ FWD_VARIANTS = {v.name: v for v in (
                note="128 x 128 tile at 98 registers: two CTAs per SM, one's epilogue "
                     "under the other's MMA"),
     FwdVariant("cp_2cta", (128, 128, 64, 8), 3, exp2=True, fill_waves=True, group_n=16,
-               ctas_per_sm=2, note="tma_2cta with cp.async loads (127 registers)"),
+               ctas_per_sm=2, note="tma_2cta with cp.async loads (128 registers)"),
     FwdVariant("tma_w4_2cta", (128, 128, 64, 4), 3, exp2=True, desc=True, fill_waves=True,
                group_n=16, ctas_per_sm=2,
                note="one warpgroup per CTA (168 registers), two CTAs per SM"),
