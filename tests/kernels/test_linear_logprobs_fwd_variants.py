@@ -38,11 +38,16 @@ def _problem(seed, dtype, h):
 
 @interp
 @pytest.mark.parametrize("name", sorted(FWD_VARIANTS) + ["test_group2"])
-@pytest.mark.parametrize("dtype,h", [(torch.float32, 32), (torch.bfloat16, 21)])
+@pytest.mark.parametrize("dtype,h", [(torch.float32, 32), (torch.float32, 21),
+                                     (torch.bfloat16, 40)])
 def test_candidate_against_float64(name, dtype, h, monkeypatch, poisoned_alloc):
     from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
                                                        linear_logprobs_triton)
+    from sharpo_kernels.logprobs import linear_triton as lt
     monkeypatch.setitem(FWD_VARIANTS, _G2.name, _G2)
+    made = []                                   # the descriptor loads really run
+    real = lt._descriptors
+    monkeypatch.setattr(lt, "_descriptors", lambda *a: made.append(real(*a)) or made[-1])
     hidden, weight, bias, labels, g_lp, g_ent = _problem(len(name) + h, dtype, h)
     cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3, fwd_variant=name)
     leaves = [t.detach().clone().requires_grad_() for t in (hidden, weight, bias)]
@@ -60,6 +65,9 @@ def test_candidate_against_float64(name, dtype, h, monkeypatch, poisoned_alloc):
         torch.testing.assert_close(leaf.grad.double(), ref.grad, rtol=tol,
                                    atol=tol * max(1.0, ref.grad.abs().max().item()), msg=nm)
     assert (lp[[0, 5, 36]] == 0).all()
+    wants_desc = FWD_VARIANTS[name].desc and (h * hidden.element_size()) % 16 == 0
+    assert len(made) == wants_desc
+    assert all(type(d).__name__ == "TensorDescriptor" for pair in made for d in pair)
 
 
 @interp
