@@ -32,8 +32,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 # the order the GPU run takes them in (the most informative first): today's default, the
-# whole-wave TMA forward, its two-CTA 128 x 128 sibling, then the ablations
-ORDER = ("base", "tma_waves", "tma_2cta", "tma", "exp2", "tma_flat", "cp_2cta",
+# whole-wave TMA forward, its two-CTA 128 x 128 sibling, cuBLAS chunks, then the ablations
+ORDER = ("base", "tma_waves", "tma_2cta", "cublas", "tma", "exp2", "tma_flat", "cp_2cta",
          "tma_w4_2cta")
 SHAPE = (8192, 4096, 151936)                 # N, H, V
 CHECK_ROWS = 512
@@ -49,6 +49,9 @@ class FwdRow:
 
 
 def _splits_of(cfg, n, h, v, device, dtype) -> str:
+    if cfg.fwd_cublas(device, dtype):
+        vc = cfg.chunk_columns(n, v, 128, 4)
+        return f"{-(-v // vc)} cuBLAS chunks of {vc}"
     bn, bv, _, splits, _, warps = cfg.resolve(n, v, h, device, dtype)
     return f"{splits} ({bn}x{bv} w{warps})"
 

@@ -18,6 +18,8 @@ without a GPU by `python benchmarks/compiled_facts.py --fwd-candidates`.
     fill_waves  vocabulary splits chosen so that the programs fill whole waves of the
                 resident CTAs (`ctas_per_sm` from the compiled facts); the default 2 x SMs
                 programs leaves the last wave 42% full at N=8192 on 132 SMs
+    cublas      no fused kernel: cuBLAS logit chunks (fp32 output) reduced by the token
+                kernel (linear_cublas_fwd.py); 8 bytes of HBM traffic per logit more
     group_n     programs taken in groups of that many row tiles, every split of a group
                 before the next group: the hidden rows of a group stay in L2 (128 x 4096
                 bf16 is 1 MB per row tile; all 64 row tiles of N=8192 are 64 MB, above
@@ -42,6 +44,7 @@ class FwdVariant:
     flatten: bool = False
     fill_waves: bool = False
     group_n: int = 0
+    cublas: bool = False
     ctas_per_sm: int = 1        # compiled fact (sm_90, bf16, H=4096): resident CTAs per SM
     note: str = ""
 
@@ -65,6 +68,8 @@ FWD_VARIANTS = {v.name: v for v in (
     FwdVariant("tma_w4_2cta", (128, 128, 64, 4), 3, exp2=True, desc=True, fill_waves=True,
                group_n=16, ctas_per_sm=2,
                note="one warpgroup per CTA (168 registers), two CTAs per SM"),
+    FwdVariant("cublas", (128, 256, 64, 8), 3, cublas=True,
+               note="cuBLAS logit chunks (fp32, chunk_bytes) + the token kernel's reduction"),
 )}
 
 

@@ -30,6 +30,7 @@ import triton.language as tl
 
 from .._backend import triton_interpreting
 from .linear_backward_triton import _addmm_f32_, _cublas_tf32, linear_logprobs_triton_backward
+from .linear_cublas_fwd import cublas_chunk_stats
 from .linear_fwd_variants import FWD_VARIANTS, wave_splits
 from .linear_fwd_variants import fwd_variant as _fwd_variant
 from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
@@ -223,6 +224,11 @@ class LinearTritonConfig:
         desc = fv.desc and (h * dtype.itemsize) % 16 == 0
         return dict(EXP2=fv.exp2, DESC=desc, FLATTEN=fv.flatten, GROUP_N=fv.group_n)
 
+    def fwd_cublas(self, device: torch.device, dtype: torch.dtype, arch=None) -> bool:
+        """Whether the forward takes cuBLAS logit chunks + the token kernel's reduction
+        (linear_cublas_fwd.py) instead of `_linear_fwd_kernel`."""
+        return self.fwd.cublas and self.fwd_applies(device, dtype, arch)
+
     def fwd_launch_options(self, device: torch.device, dtype: torch.dtype, arch=None) -> dict:
         """The forward's num_stages: the config's, else its candidate's (base: Triton's)."""
         if self.num_stages is None and self.fwd.name != "base" and \
@@ -342,7 +348,14 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
     part_s = torch.empty(splits, nv, **f32)
     part_t = torch.empty(splits, nv, **f32) if need_entropy else part_s
     xy = torch.empty(nv, **f32)
-    if nv:
+    if nv and config.fwd_cublas(dev, hidden.dtype):    # the "cublas" candidate
+        hv = hidden if nv == hidden.shape[0] else hidden.index_select(0, rows)
+        with _cublas_tf32(dev, tf32):
+            part_m, part_s, part_t = cublas_chunk_stats(
+                hv, weight, bias, temperature, need_entropy,
+                config.chunk_columns(nv, v, _FROZEN_BLOCK_V, 4))
+        part_t = part_s if part_t is None else part_t
+    elif nv:
         grid = (triton.cdiv(nv, bn), splits)
         switches = config.fwd_switches(h, hidden.dtype, dev)
         h_arg, w_arg = hidden, weight
@@ -357,6 +370,7 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
             BLOCK_H=bh, EVEN_H=config.unmasked_h(h, bh, dev), num_warps=warps,
             **switches, **config.fwd_launch_options(dev, hidden.dtype))
+    if nv:
         br, bhl, lwarps = _LABEL_TILES
         _label_logit_kernel[(triton.cdiv(nv, br),)](
             hidden, hidden.stride(0), weight, weight.stride(0),
@@ -637,7 +651,8 @@ def fwd_candidate_specs(names=None, sms: int = H200_SMS):
     f32, i64, bf = torch.float32, torch.int64, torch.bfloat16
     nv, v, h = N_TOKENS, 151936, 4096
     out = []
-    for name in names or [k for k in FWD_VARIANTS if k != "base"]:
+    for name in names or [k for k, fv in FWD_VARIANTS.items()
+                          if k != "base" and not fv.cublas]:    # cublas: no kernel of its own
         cfg = LinearTritonConfig(fwd_variant=name)
         cuda = torch.device("cuda")
         bn, bv, bh, warps = cfg.tiles(nv, v, h, cuda, bf, arch=90)

@@ -67,11 +67,12 @@ def test_run_candidates_on_cpu(fwd):
         return 1.0
 
     import time
-    rows = fwd.run_candidates(hid, w, y, ["base", "tma_waves", "tma_2cta"], time.time() + 600,
+    rows = fwd.run_candidates(hid, w, y, ["base", "tma_waves", "cublas"], time.time() + 600,
                               bench, entropy=True, check_rows=25)
     assert [r.impl for r in rows] == ["naive torch", "torch h @ W^T alone", "base",
                                       "base +entropy", "tma_waves", "tma_waves +entropy",
-                                      "tma_2cta", "tma_2cta +entropy"]
+                                      "cublas", "cublas +entropy"]
+    assert rows[6].splits == "1 cuBLAS chunks of 384"
     assert len(calls) == len(rows) and all(r.ms == 1.0 and not r.note for r in rows)
     assert all(r.err < 1e-5 for r in rows if r.impl != "torch h @ W^T alone")
     # past the deadline nothing starts; a failing candidate is a row with its error

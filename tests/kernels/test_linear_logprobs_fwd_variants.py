@@ -49,7 +49,12 @@ def test_candidate_against_float64(name, dtype, h, monkeypatch, poisoned_alloc):
     real = lt._descriptors
     monkeypatch.setattr(lt, "_descriptors", lambda *a: made.append(real(*a)) or made[-1])
     hidden, weight, bias, labels, g_lp, g_ent = _problem(len(name) + h, dtype, h)
-    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3, fwd_variant=name)
+    cfg = LinearTritonConfig(block_n=16, block_v=16, block_h=16, splits=3, fwd_variant=name,
+                             chunk_bytes=37 * 4 * 128)     # cublas: 2 chunks of 128 columns
+    chunks = []
+    real_stats = lt.cublas_chunk_stats
+    monkeypatch.setattr(lt, "cublas_chunk_stats",
+                        lambda *a: chunks.append(a[-1]) or real_stats(*a))
     leaves = [t.detach().clone().requires_grad_() for t in (hidden, weight, bias)]
     lp, ent = linear_logprobs_triton(*leaves[:2], labels, leaves[2], 0.8, -100, True, cfg)
     (lp * g_lp.to(lp.dtype) + ent * g_ent.to(ent.dtype)).sum().backward()
@@ -67,6 +72,7 @@ def test_candidate_against_float64(name, dtype, h, monkeypatch, poisoned_alloc):
     assert (lp[[0, 5, 36]] == 0).all()
     wants_desc = FWD_VARIANTS[name].desc and (h * hidden.element_size()) % 16 == 0
     assert len(made) == wants_desc
+    assert chunks == ([128] if FWD_VARIANTS[name].cublas else [])
     assert all(type(d).__name__ == "TensorDescriptor" for pair in made for d in pair)
 
 
@@ -141,3 +147,24 @@ def test_wave_splits_fill_waves(n_tiles, v_tiles, slots, least):
     assert all(busy(got) >= busy(s) - 1e-9 for s in cands)
     if (n_tiles, v_tiles, slots) == (64, 594, 132):
         assert got == 33 and busy(got) == 1.0 and busy(5) < 0.81   # today: 5 splits
+
+
+@interp
+def test_cublas_chunk_all_neg_inf(poisoned_alloc):
+    """The "cublas" candidate with a whole chunk of -inf logits (the token kernel's chunk
+    statistics are m = -inf, s = 0 there): log-probs and entropy still match float64."""
+    from sharpo_kernels.logprobs.linear_triton import (LinearTritonConfig,
+                                                       linear_logprobs_triton)
+    gen = torch.Generator().manual_seed(9)
+    n, h, v = 9, 16, 300
+    hidden, weight = torch.randn(n, h, generator=gen), torch.randn(v, h, generator=gen)
+    bias = torch.randn(v, generator=gen)
+    bias[:128] = float("-inf")                  # chunk 0 (128 columns) is all -inf
+    labels = torch.randint(128, v, (n,), generator=gen)
+    cfg = LinearTritonConfig(fwd_variant="cublas", chunk_bytes=n * 4 * 128)
+    lp, ent = linear_logprobs_triton(hidden, weight, labels, bias, 0.7, -100, True, cfg)
+    rlp, rent = linear_logprobs_reference(hidden.double(), weight.double(), labels,
+                                          bias=bias.double(), temperature=0.7,
+                                          return_entropy=True)
+    torch.testing.assert_close(lp.double(), rlp, rtol=2e-6, atol=2e-5)
+    torch.testing.assert_close(ent.double(), rent, rtol=2e-6, atol=2e-5)
