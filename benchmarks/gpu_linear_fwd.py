@@ -34,7 +34,7 @@ if ROOT not in sys.path:
 # the order the GPU run takes them in (the most informative first): today's default, the
 # whole-wave TMA forward, its two-CTA 128 x 128 sibling, cuBLAS chunks, then the ablations
 ORDER = ("base", "tma_waves", "tma_2cta", "cublas", "tma", "exp2", "tma_flat", "cp_2cta",
-         "tma_w4_2cta")
+         "tma_w4_2cta", "tma_k128")
 SHAPE = (8192, 4096, 151936)                 # N, H, V
 CHECK_ROWS = 512
 

@@ -68,6 +68,9 @@ FWD_VARIANTS = {v.name: v for v in (
     FwdVariant("tma_w4_2cta", (128, 128, 64, 4), 3, exp2=True, desc=True, fill_waves=True,
                group_n=16, ctas_per_sm=2,
                note="one warpgroup per CTA (168 registers), two CTAs per SM"),
+    FwdVariant("tma_k128", (128, 256, 128, 8), 2, exp2=True, desc=True, fill_waves=True,
+               group_n=16, note="tma_waves with 128-wide H slices: 8 HGMMA per K step, half "
+                                "the loop overhead per HGMMA, but 2 stages (192 KB)"),
     FwdVariant("cublas", (128, 256, 64, 8), 3, cublas=True,
                note="cuBLAS logit chunks (fp32, chunk_bytes) + the token kernel's reduction"),
 )}
