@@ -90,8 +90,8 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
                  [NV, H], already compacted by the launcher); rows_ptr is unused
       FLATTEN    the vocabulary and H loops fused into one (`tl.range(flatten=True)`), so
                  the pipeline prefetches the next tile's first slices during the epilogue
-      WARP_SPEC  Triton's warp specialisation of the vocabulary loop (a load partition and
-                 MMA + epilogue partitions)
+      WARP_SPEC  Triton's warp specialisation of the vocabulary loop; triton 3.7.1 leaves
+                 this loop unchanged on sm_90 (same binary), so no candidate sets it
       GROUP_N    > 0: programs taken in groups of GROUP_N row tiles, the splits of a group
                  before the next group (the L2 reuse order of a grouped matmul); 0: row
                  tiles first, as the grid is laid out
