@@ -13,7 +13,7 @@
 #    timed (DIR/segment_advantage_gpu.md);
 # 3. benchmarks/gpu.py: the Triton log-prob kernels against the float64 reference, then
 #    timed against naive torch and the other installed implementations, next to the
-#    compiled bound, and the RL rows (benchmarks/gpu_rl.py; no new row starts after 85 s)
+#    compiled bound, and the RL rows (benchmarks/gpu_rl.py; no new row starts after 65 s)
 #    (DIR/logprobs_gpu.md).
 # 4. benchmarks/gpu_linear_fwd.py: the sm_90 forward candidates of linear_logprobs (issue 45
 #    item 3) beside today's default, naive torch and cuBLAS's product alone, at N=8192
