@@ -20,7 +20,6 @@ through the Triton interpreter (tests/kernels/test_gpu_linear_fwd_script.py).
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
