@@ -11,6 +11,10 @@ The label's logit comes from a second, row-wise kernel (`_label_logit_kernel`: h
 N H reads), which keeps a [BLOCK_N, BLOCK_V] mask and its reductions out of the vocabulary
 loop: with them the wide sm_90 tiles spilled registers. The splits' partial (m, s, t)
 are merged in PyTorch (O(splits x N)); the splits give a GPU enough programs when N is small.
+The sm_90 forward candidates (issue 45 item 3: the base-2 epilogue, TMA loads, fused loops,
+grouped program order, whole waves, or cuBLAS chunks instead of the kernel) are named in
+linear_fwd_variants.py and picked by `LinearTritonConfig(fwd_variant=)`; the default is
+today's kernel until a GPU run chooses (docs/gpu_kernels.md).
 
 Backward: linear_backward_triton.py (vocabulary chunks: a Triton kernel writes dL/dz for
 the chunk, cuBLAS forms grad_W and grad_h from it; every gradient written once, no
