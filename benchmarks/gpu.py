@@ -152,8 +152,10 @@ def bound_for(kind: str, n: int, v: int, h: Optional[int], backward: bool,
 
 def bounded_label(label: str) -> bool:
     """The compiled variants whose bounds the timing rows use: bf16, no entropy, no bias,
-    and for the linear backward the (grad h, grad W) variant. Token labels carry no bias."""
-    if "bfloat16" not in label or "entropy=0" not in label:
+    and for the linear backward the (grad h, grad W) variant. Token labels carry no bias.
+    Not the forward candidates ("cand=": gpu_linear_fwd.py times them; compiling them here
+    would spend the step's time budget)."""
+    if "bfloat16" not in label or "entropy=0" not in label or " cand=" in label:
         return False
     if label.startswith("token"):
         return True

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU run: one call on a lent H100/H200 (about 3 minutes, at most 5: the step
-# limits below add up to 290 s, plus the machine lines), from the repository root, nothing
+# limits below add up to 295 s, plus the machine lines), from the repository root, nothing
 # installed beyond the machine's own torch, triton and nvcc (and benchmarks/wheels/*.whl when
 # `make gpu-wheels` filled it: Liger-Kernel and Cut Cross-Entropy, installed --no-index):
 #
@@ -13,8 +13,12 @@
 #    timed (DIR/segment_advantage_gpu.md);
 # 3. benchmarks/gpu.py: the Triton log-prob kernels against the float64 reference, then
 #    timed against naive torch and the other installed implementations, next to the
-#    compiled bound, and the RL rows (benchmarks/gpu_rl.py; no new row starts after 85 s)
+#    compiled bound, and the RL rows (benchmarks/gpu_rl.py; no new row starts after 65 s)
 #    (DIR/logprobs_gpu.md).
+# 4. benchmarks/gpu_linear_fwd.py: the sm_90 forward candidates of linear_logprobs (issue 45
+#    item 3) beside today's default, naive torch and cuBLAS's product alone, at N=8192
+#    H=4096 V=151936 bf16, with % of bf16 peak (about 20 s; no row starts after 20 s)
+#    (DIR/linear_fwd_gpu.md).
 # Each step has its own time limit, so one that hangs leaves the others' results; the whole
 # log is DIR/session.log. Exit status: the number of steps that failed.
 set -u
@@ -56,8 +60,12 @@ b.native_has_cuda(), 'runs on this GPU:', b.native_cuda_code_for(torch.device('c
     || { echo "gpu_segment.py rc $?"; failed=$((failed + 1)); }
 
   step "log-prob kernels on the GPU"
-  timeout 120 python3 benchmarks/gpu.py --budget-s 85 --out "$OUT/logprobs_gpu.md" \
+  timeout 95 python3 benchmarks/gpu.py --budget-s 65 --out "$OUT/logprobs_gpu.md" \
     || { echo "gpu.py rc $?"; failed=$((failed + 1)); }
+
+  step "linear_logprobs forward candidates (sm_90)"
+  timeout 30 python3 benchmarks/gpu_linear_fwd.py --budget-s 20 --out "$OUT/linear_fwd_gpu.md" \
+    || { echo "gpu_linear_fwd.py rc $?"; failed=$((failed + 1)); }
   step "done: $failed step(s) failed"
   exit "$failed"
 } 2>&1 | tee "$OUT/session.log"

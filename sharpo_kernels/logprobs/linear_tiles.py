@@ -50,3 +50,25 @@ def _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_
     if HAS_BIAS:
         acc += tl.load(b_ptr + cols, mask=v_mask, other=0.0).to(tl.float32)[None, :]
     return acc
+
+
+@triton.jit
+def _logits_tile_desc(h_desc, w_desc, n0, v0, H, DOT_FP32: tl.constexpr, TF32: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr):
+    """[BLOCK_N, BLOCK_V] fp32 logits, bias not added, of rows n0.. of `h_desc` (a tensor
+    descriptor over the scored hidden rows [NV, H], block [BLOCK_N, BLOCK_H]) against rows
+    v0.. of `w_desc` (over W [V, H], block [BLOCK_V, BLOCK_H]): TMA loads on sm_90, which
+    fill rows and columns past the end with 0 (no masks, no address arithmetic)."""
+    acc = tl.zeros((BLOCK_N, BLOCK_V), dtype=tl.float32)
+    for h0 in range(0, H, BLOCK_H):
+        a = h_desc.load([n0, h0])
+        w = w_desc.load([v0, h0])
+        if DOT_FP32:
+            if TF32:
+                acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc, input_precision="tf32")
+            else:
+                acc = tl.dot(a.to(tl.float32), w.to(tl.float32).T, acc,
+                             input_precision="ieee")
+        else:
+            acc = tl.dot(a, w.T, acc)
+    return acc

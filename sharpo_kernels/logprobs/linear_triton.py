@@ -11,6 +11,10 @@ The label's logit comes from a second, row-wise kernel (`_label_logit_kernel`: h
 N H reads), which keeps a [BLOCK_N, BLOCK_V] mask and its reductions out of the vocabulary
 loop: with them the wide sm_90 tiles spilled registers. The splits' partial (m, s, t)
 are merged in PyTorch (O(splits x N)); the splits give a GPU enough programs when N is small.
+The sm_90 forward candidates (issue 45 item 3: the base-2 epilogue, TMA loads, fused loops,
+grouped program order, whole waves, or cuBLAS chunks instead of the kernel) are named in
+linear_fwd_variants.py and picked by `LinearTritonConfig(fwd_variant=)`; the default is
+today's kernel until a GPU run chooses (docs/gpu_kernels.md).
 
 Backward: linear_backward_triton.py (vocabulary chunks: a Triton kernel writes dL/dz for
 the chunk, cuBLAS forms grad_W and grad_h from it; every gradient written once, no
@@ -30,11 +34,15 @@ import triton.language as tl
 
 from .._backend import triton_interpreting
 from .linear_backward_triton import _addmm_f32_, _cublas_tf32, linear_logprobs_triton_backward
+from .linear_cublas_fwd import cublas_chunk_stats
+from .linear_fwd_variants import FWD_VARIANTS, wave_splits
+from .linear_fwd_variants import fwd_variant as _fwd_variant
 from .linear_frozen import (frozen_head, frozen_head_backward, frozen_head_finish,
                             frozen_head_forward)
-from .linear_tiles import _logits_tile
+from .linear_tiles import _logits_tile, _logits_tile_desc
 from .online_lse import online_lse_rescale
 from .online_lse_triton import online_lse_rescale_triton
+from .token_triton import _slot_update
 
 __all__ = ["linear_logprobs_triton", "linear_logprobs_triton_forward",
            "linear_logprobs_triton_backward", "LinearLogprobsTriton", "LinearTritonConfig"]
@@ -72,36 +80,79 @@ def _linear_fwd_kernel(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows_ptr,
                        HAS_BIAS: tl.constexpr, NEED_ENTROPY: tl.constexpr,
                        DOT_FP32: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_V: tl.constexpr, BLOCK_H: tl.constexpr,
-                       EVEN_H: tl.constexpr = False):
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
+                       EVEN_H: tl.constexpr = False, EXP2: tl.constexpr = False,
+                       DESC: tl.constexpr = False, FLATTEN: tl.constexpr = False,
+                       WARP_SPEC: tl.constexpr = False, GROUP_N: tl.constexpr = 0):
+    """Per (row tile, vocabulary split): the partial (m, s, t) of its rows over its split.
+
+    The forward candidates (linear_fwd_variants.py, docs/gpu_kernels.md "The sm_90
+    forward candidates") switch on:
+      EXP2       the base-2 epilogue of the token kernels (`_slot_update`: d = (z - m) c,
+                 c = log2(e) / T, exp2; no division, no clamp per logit), the ragged-tile
+                 mask only on the split's last tile; t is converted to base e at the store
+      DESC       h_ptr / w_ptr are tensor descriptors (TMA loads; h over the scored rows
+                 [NV, H], already compacted by the launcher); rows_ptr is unused
+      FLATTEN    the vocabulary and H loops fused into one (`tl.range(flatten=True)`), so
+                 the pipeline prefetches the next tile's first slices during the epilogue
+      WARP_SPEC  Triton's warp specialisation of the vocabulary loop; triton 3.7.1 leaves
+                 this loop unchanged on sm_90 (same binary), so no candidate sets it
+      GROUP_N    > 0: programs taken in groups of GROUP_N row tiles, the splits of a group
+                 before the next group (the L2 reuse order of a grouped matmul); 0: row
+                 tiles first, as the grid is laid out
+    """
+    if GROUP_N > 0:
+        n_tiles = tl.num_programs(0)
+        splits = tl.num_programs(1)
+        lin = tl.program_id(1) * n_tiles + tl.program_id(0)
+        first = (lin // (GROUP_N * splits)) * GROUP_N
+        size = tl.minimum(n_tiles - first, GROUP_N)
+        pid_n = first + lin % size
+        pid_s = (lin % (GROUP_N * splits)) // size
+    else:
+        pid_n = tl.program_id(0)
+        pid_s = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < NV
-    rows = tl.load(rows_ptr + offs_n, mask=n_mask, other=0)
+    if not DESC:
+        rows = tl.load(rows_ptr + offs_n, mask=n_mask, other=0)
     v_lo = pid_s * v_per_split
     v_hi = tl.minimum(V, v_lo + v_per_split)
+    scale = 1.4426950408889634 / temperature        # EXP2: log2(e) / T, once per program
     m = tl.full((BLOCK_N,), float("-inf"), tl.float32)
     s = tl.zeros((BLOCK_N,), tl.float32)
     t = tl.zeros((BLOCK_N,), tl.float32)
-    for v0 in range(v_lo, v_hi, BLOCK_V):
+    for v0 in tl.range(v_lo, v_hi, BLOCK_V, flatten=FLATTEN, warp_specialize=WARP_SPEC):
         cols = v0 + tl.arange(0, BLOCK_V)
         v_mask = cols < v_hi
-        z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols, v_mask,
-                         H, v_hi - 1, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V, BLOCK_H,
-                         EVEN_H)
-        z = tl.where(v_mask[None, :], z, float("-inf"))
-        # online (m, s, t)
-        m, m_ref, s, t = online_lse_rescale_triton(m, s, t, tl.max(z, axis=1), temperature,
-                                                   NEED_ENTROPY)
-        d = tl.maximum((z - m_ref[:, None]) / temperature, -1e30)
-        e = tl.exp(d)
-        s += tl.sum(e, axis=1)
-        if NEED_ENTROPY:
-            t += tl.sum(e * d, axis=1)
+        if DESC:
+            z = _logits_tile_desc(h_ptr, w_ptr, pid_n * BLOCK_N, v0, H, DOT_FP32, TF32,
+                                  BLOCK_N, BLOCK_V, BLOCK_H)
+            if HAS_BIAS:
+                z += tl.load(b_ptr + cols, mask=v_mask, other=0.0).to(tl.float32)[None, :]
+        else:
+            z = _logits_tile(h_ptr, stride_h, w_ptr, stride_w, b_ptr, rows, n_mask, cols,
+                             v_mask, H, v_hi - 1, HAS_BIAS, DOT_FP32, TF32, BLOCK_N, BLOCK_V,
+                             BLOCK_H, EVEN_H)
+        if EXP2:
+            if v0 + BLOCK_V > v_hi:                 # the ragged last tile of the split
+                z = tl.where(v_mask[None, :], z, float("-inf"))
+            m, s, t = _slot_update(z, m, s, t, scale, NEED_ENTROPY)
+        else:
+            z = tl.where(v_mask[None, :], z, float("-inf"))
+            # online (m, s, t)
+            m, m_ref, s, t = online_lse_rescale_triton(m, s, t, tl.max(z, axis=1),
+                                                       temperature, NEED_ENTROPY)
+            d = tl.maximum((z - m_ref[:, None]) / temperature, -1e30)
+            e = tl.exp(d)
+            s += tl.sum(e, axis=1)
+            if NEED_ENTROPY:
+                t += tl.sum(e * d, axis=1)
     out = pid_s * NV + offs_n
     tl.store(part_m_ptr + out, m, mask=n_mask)
     tl.store(part_s_ptr + out, s, mask=n_mask)
     if NEED_ENTROPY:
+        if EXP2:                                    # base-2 d -> base e: t ln 2
+            t = t * 0.6931471805599453
         tl.store(part_t_ptr + out, t, mask=n_mask)
 
 
@@ -114,7 +165,9 @@ _GPU_TILES = {"mma": (64, 128, 64, 8), "ieee": (64, 64, 32, 8)}
 # compile without spills (tests/kernels/test_compiled_gpu_code.py): the forward 128 x 256 x
 # 64 (2.1x the common tile at N=8192 H=4096), the d-logits kernel 128 x 128 x 64 (128 x 256
 # spills there). Other archs keep _GPU_TILES (not measured on their GPUs).
-_SM90_MMA_TILES = {"fwd": (128, 256, 64, 8), "bwd": (128, 128, 64, 8)}
+# The forward's tile is the "base" candidate's (linear_fwd_variants.py); `fwd_variant`
+# picks another one.
+_SM90_MMA_TILES = {"fwd": FWD_VARIANTS["base"].tiles, "bwd": (128, 128, 64, 8)}
 _DEFAULT_CHUNK_BYTES = 256 << 20
 
 
@@ -134,11 +187,14 @@ class LinearTritonConfig:
     None picks the default for the device and dtype. chunk_bytes: the most bytes of the
     backward's dL/dz buffer [N_valid, Vc] (default 256 MiB); the chunk width Vc is a
     multiple of BLOCK_V, at least one tile. num_stages: Triton's software pipelining depth
-    for both kernels (None: Triton's default).
+    for both kernels (None: Triton's default; for the forward, its candidate's).
+    fwd_variant: a forward candidate of linear_fwd_variants.py (None: "base", today's
+    kernel); it sets the forward's tiles, switches and splits for 16-bit inputs on sm_90,
+    and its switches in the interpreter (where the tests give the tiles).
     """
 
     def __init__(self, block_n=None, block_v=None, block_h=None, splits=None, num_warps=None,
-                 chunk_bytes=None, num_stages=None):
+                 chunk_bytes=None, num_stages=None, fwd_variant=None):
         for name, val in (("block_n", block_n), ("block_v", block_v), ("block_h", block_h)):
             if val is not None and (val < 16 or val & (val - 1)):
                 raise ValueError(f"{name}: expected a power of two >= 16, got {val}")
@@ -153,6 +209,36 @@ class LinearTritonConfig:
             raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
         self.splits, self.num_warps = splits, num_warps
         self.chunk_bytes, self.num_stages = chunk_bytes, num_stages
+        self.fwd = (_fwd_variant(fwd_variant) if fwd_variant is None
+                    or isinstance(fwd_variant, str) else _bad_variant(fwd_variant))
+
+    def fwd_applies(self, device: torch.device, dtype: torch.dtype, arch=None) -> bool:
+        """Whether the forward candidate is used: 16-bit inputs on sm_90, or the
+        interpreter (CPU tensors); elsewhere the launcher's defaults."""
+        if device.type != "cuda":
+            return True
+        arch = _cuda_arch(device) if arch is None else arch
+        return arch == 90 and dtype in (torch.bfloat16, torch.float16)
+
+    def fwd_switches(self, h: int, dtype: torch.dtype, device: torch.device,
+                     arch=None) -> dict:
+        """The forward kernel's candidate switches (EXP2, DESC, FLATTEN, GROUP_N); all off
+        where the candidate does not apply. DESC needs 16-byte aligned rows (TMA)."""
+        fv = self.fwd if self.fwd_applies(device, dtype, arch) else FWD_VARIANTS["base"]
+        desc = fv.desc and (h * dtype.itemsize) % 16 == 0
+        return dict(EXP2=fv.exp2, DESC=desc, FLATTEN=fv.flatten, GROUP_N=fv.group_n)
+
+    def fwd_cublas(self, device: torch.device, dtype: torch.dtype, arch=None) -> bool:
+        """Whether the forward takes cuBLAS logit chunks + the token kernel's reduction
+        (linear_cublas_fwd.py) instead of `_linear_fwd_kernel`."""
+        return self.fwd.cublas and self.fwd_applies(device, dtype, arch)
+
+    def fwd_launch_options(self, device: torch.device, dtype: torch.dtype, arch=None) -> dict:
+        """The forward's num_stages: the config's, else its candidate's (base: Triton's)."""
+        if self.num_stages is None and self.fwd.name != "base" and \
+                self.fwd_applies(device, dtype, arch) and device.type == "cuda":
+            return {"num_stages": self.fwd.num_stages}
+        return self.launch_options()
 
     def launch_options(self) -> dict:
         """Triton launch options beyond num_warps: num_stages when set (else Triton's)."""
@@ -170,7 +256,8 @@ class LinearTritonConfig:
             kind = "ieee" if dtype == torch.float32 and not tf32 else "mma"
             arch = _cuda_arch(device) if arch is None else arch
             if kind == "mma" and arch == 90 and dtype != torch.float32:   # 16-bit operands
-                bn0, bv0, bh0, warps0 = _SM90_MMA_TILES[phase]
+                bn0, bv0, bh0, warps0 = (self.fwd.tiles if phase == "fwd"
+                                         else _SM90_MMA_TILES[phase])
             else:
                 bn0, bv0, bh0, warps0 = _GPU_TILES[kind]
         else:                           # the interpreter: big tiles, fewer Python steps
@@ -204,6 +291,8 @@ class LinearTritonConfig:
         elif device.type == "cuda":
             sms = torch.cuda.get_device_properties(device).multi_processor_count
             splits = max(1, min(v_tiles, triton.cdiv(2 * sms, n_tiles)))
+            if self.fwd.fill_waves and self.fwd_applies(device, dtype, arch):
+                splits = wave_splits(n_tiles, v_tiles, sms * self.fwd.ctas_per_sm, splits)
         else:
             splits = 1
         splits = min(splits, v_tiles)
@@ -219,6 +308,10 @@ class LinearTritonConfig:
         return min(tiles, triton.cdiv(v, block_v)) * block_v
 
 
+def _bad_variant(value):
+    raise TypeError(f"fwd_variant: expected a candidate name (str) or None, got {value!r}")
+
+
 def _dot_fp32(dtype: torch.dtype) -> bool:
     return dtype == torch.float32 or triton_interpreting()
 
@@ -226,6 +319,20 @@ def _dot_fp32(dtype: torch.dtype) -> bool:
 def _tf32(dtype: torch.dtype, allow_tf32: bool) -> bool:
     """TF32 products only for fp32 inputs, only when allowed, never in the interpreter."""
     return bool(allow_tf32) and dtype == torch.float32 and not triton_interpreting()
+
+
+def _descriptors(hidden, weight, rows, bn: int, bv: int, bh: int):
+    """(hidden descriptor over the scored rows [NV, H], block [bn, bh]; weight descriptor
+    [V, H], block [bv, bh]) for the DESC forward, or (hidden, weight) when TMA cannot read
+    them (a base or row stride not a multiple of 16 bytes). The scored rows are gathered
+    into one [NV, H] copy unless every row is scored (NV H elements more memory)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    hv = hidden if rows.numel() == hidden.shape[0] else hidden.index_select(0, rows)
+    elt = hidden.element_size()
+    if any(t.data_ptr() % 16 or (t.stride(0) * elt) % 16 for t in (hv, weight)):
+        return hidden, weight
+    return (TensorDescriptor(hv, [hv.shape[0], hv.shape[1]], [hv.stride(0), 1], [bn, bh]),
+            TensorDescriptor(weight, list(weight.shape), [weight.stride(0), 1], [bv, bh]))
 
 
 def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature: float,
@@ -245,16 +352,29 @@ def linear_logprobs_triton_forward(hidden, weight, bias, rows, lab, temperature:
     part_s = torch.empty(splits, nv, **f32)
     part_t = torch.empty(splits, nv, **f32) if need_entropy else part_s
     xy = torch.empty(nv, **f32)
-    if nv:
+    if nv and config.fwd_cublas(dev, hidden.dtype):    # the "cublas" candidate
+        hv = hidden if nv == hidden.shape[0] else hidden.index_select(0, rows)
+        with _cublas_tf32(dev, tf32):
+            part_m, part_s, part_t = cublas_chunk_stats(
+                hv, weight, bias, temperature, need_entropy,
+                config.chunk_columns(nv, v, _FROZEN_BLOCK_V, 4))
+        part_t = part_s if part_t is None else part_t
+    elif nv:
         grid = (triton.cdiv(nv, bn), splits)
+        switches = config.fwd_switches(h, hidden.dtype, dev)
+        h_arg, w_arg = hidden, weight
+        if switches["DESC"]:
+            h_arg, w_arg = _descriptors(hidden, weight, rows, bn, bv, bh)
+            switches["DESC"] = h_arg is not hidden
         _linear_fwd_kernel[grid](
-            hidden, hidden.stride(0), weight, weight.stride(0),
+            h_arg, hidden.stride(0), w_arg, weight.stride(0),
             bias if bias is not None else weight, rows, part_m, part_s, part_t,
             nv, v, h, v_per_split, float(temperature),
             HAS_BIAS=bias is not None, NEED_ENTROPY=need_entropy,
             DOT_FP32=_dot_fp32(hidden.dtype), TF32=tf32, BLOCK_N=bn, BLOCK_V=bv,
             BLOCK_H=bh, EVEN_H=config.unmasked_h(h, bh, dev), num_warps=warps,
-            **config.launch_options())
+            **switches, **config.fwd_launch_options(dev, hidden.dtype))
+    if nv:
         br, bhl, lwarps = _LABEL_TILES
         _label_logit_kernel[(triton.cdiv(nv, br),)](
             hidden, hidden.stride(0), weight, weight.stride(0),
@@ -515,4 +635,56 @@ def compile_specs(arch: int):
                                         extra=dict(chunk_columns=vc, chunks=chunks,
                                                    cublas_flops=2 * nv * v * h
                                                    * (need_h + need_w))))
+    if arch == 90:
+        out += fwd_candidate_specs()
+    return out
+
+
+H200_SMS = 132      # the splits of the candidate specs: an H200's (or an H100 SXM's) SMs
+
+
+def fwd_candidate_specs(names=None, sms: int = H200_SMS):
+    """[KernelVariant] of the sm_90 forward candidates (linear_fwd_variants.py) other than
+    "base" (the default spec above), bf16 at the issue-45 shape N=8192 V=151936 H=4096,
+    plain, with entropy, with bias + entropy; the grid is the launch's on `sms` SMs (wave-filling
+    splits where the candidate asks for them). extra: the candidate's name and splits."""
+    from triton.runtime.jit import MockTensor
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..compiled.variants import N_TOKENS, KernelVariant
+    f32, i64, bf = torch.float32, torch.int64, torch.bfloat16
+    nv, v, h = N_TOKENS, 151936, 4096
+    out = []
+    for name in names or [k for k, fv in FWD_VARIANTS.items()
+                          if k != "base" and not fv.cublas]:    # cublas: no kernel of its own
+        cfg = LinearTritonConfig(fwd_variant=name)
+        cuda = torch.device("cuda")
+        bn, bv, bh, warps = cfg.tiles(nv, v, h, cuda, bf, arch=90)
+        n_tiles, v_tiles = triton.cdiv(nv, bn), triton.cdiv(v, bv)
+        least = max(1, min(v_tiles, triton.cdiv(2 * sms, n_tiles)))
+        splits = (wave_splits(n_tiles, v_tiles, sms * cfg.fwd.ctas_per_sm, least)
+                  if cfg.fwd.fill_waves else least)
+        v_per_split = triton.cdiv(v_tiles, splits) * bv
+        splits = triton.cdiv(v, v_per_split)
+        switches = cfg.fwd_switches(h, bf, cuda, arch=90)
+        if switches["DESC"]:
+            h_arg = TensorDescriptor(MockTensor(bf, [nv, h]), [nv, h], [h, 1], [bn, bh])
+            w_arg = TensorDescriptor(MockTensor(bf, [v, h]), [v, h], [h, 1], [bv, bh])
+        else:
+            h_arg = w_arg = bf
+        stages = cfg.fwd_launch_options(cuda, bf, arch=90)["num_stages"]
+        for bias, ent in ((False, False), (False, True), (True, True)):
+            out.append(KernelVariant(
+                _linear_fwd_kernel,
+                (h_arg, h, w_arg, h, bf, i64, f32, f32, f32, nv, v, h, v_per_split, 0.7),
+                dict(HAS_BIAS=bias, NEED_ENTROPY=ent, DOT_FP32=False, TF32=False,
+                     BLOCK_N=bn, BLOCK_V=bv, BLOCK_H=bh,
+                     EVEN_H=cfg.unmasked_h(h, bh, cuda, arch=90), **switches),
+                warps, stages, (n_tiles, splits),
+                f"linear_fwd bfloat16 N={nv} V={v} H={h} bias={bias:d} entropy={ent:d} "
+                f"cand={name}",
+                elements=nv * v, mma_flops=2 * nv * v * h, bytes=(v * h + nv * h) * 2,
+                loop_trips=(triton.cdiv(v_per_split, bv),
+                            triton.cdiv(v_per_split, bv) * triton.cdiv(h, bh)),
+                mufu_per_element=1.0, extra=dict(candidate=name, splits=splits)))
     return out

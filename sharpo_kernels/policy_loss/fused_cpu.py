@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 
 from ..logprobs.cpu_tiles import _NEG_CLAMP, _cdtype
-from .token_terms import LossTerms, token_terms
+from .token_terms import LossTerms, chunk_terms
 
 __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows"]
 
@@ -172,12 +172,9 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
             torch.addmm(bf, hc, wf.t(), out=z)
         lp, ent, logs, e = _row_stats_(z, lc, temperature, need_entropy,
                                        bool(terms.entropy_coef))
-        part, g_lp, g_ent = token_terms(lp, ent, old[r0:r1], adv[r0:r1], wts[r0:r1],
-                                        None if ref is None else ref[r0:r1], terms)
+        part, g_lp, g_ent = chunk_terms(lp, ent, r0, r1, old, adv, wts, ref, terms, logp,
+                                       ent_all if need_entropy else None)
         loss += part
-        logp[r0:r1] = lp
-        if need_entropy:
-            ent_all[r0:r1] = ent
         if not (need_h or need_w or need_b):
             continue
         dz = _dlogits_(z, e, lc, logs, ent, g_lp, g_ent, temperature)

@@ -21,7 +21,7 @@ import torch
 from ..logprobs.linear_backward_triton import _addmm_f32_, _cublas_tf32
 from ..logprobs.token_triton import token_logprobs_triton_backward, token_logprobs_triton_forward
 from .fused_cpu import DEFAULT_FUSED, FusedOptions, chunk_rows
-from .token_terms import LossTerms, token_terms
+from .token_terms import LossTerms, chunk_terms
 
 __all__ = ["fused_policy_loss_triton"]
 
@@ -66,12 +66,9 @@ def fused_policy_loss_triton(hidden, weight, bias, rows, lab, old, adv, wts, ref
             z = _logits_f32(hc, weight, bias)
             lp, ent, m, logs, _ = token_logprobs_triton_forward(z, lc, temperature, -100,
                                                                 need_entropy)
-            part, g_lp, g_ent = token_terms(lp, ent, old[r0:r1], adv[r0:r1], wts[r0:r1],
-                                            None if ref is None else ref[r0:r1], terms)
+            part, g_lp, g_ent = chunk_terms(lp, ent, r0, r1, old, adv, wts, ref, terms, logp,
+                                           ent_all if need_entropy else None)
             loss += part
-            logp[r0:r1] = lp
-            if need_entropy:
-                ent_all[r0:r1] = ent
             if not (need_h or need_w or need_b):
                 continue
             dz = token_logprobs_triton_backward(z, lc, m, logs / LN2, ent, g_lp, g_ent,

@@ -29,7 +29,7 @@ from typing import Optional
 
 import torch
 
-__all__ = ["LossTerms", "token_terms"]
+__all__ = ["LossTerms", "chunk_terms", "token_terms"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +68,19 @@ def token_terms(logp: torch.Tensor, entropy: Optional[torch.Tensor], old_logp: t
         g_ent = -terms.entropy_coef * weights
     loss = (weights * total).sum()
     return loss, weights * g, g_ent
+
+
+def chunk_terms(logp: torch.Tensor, entropy: Optional[torch.Tensor], r0: int, r1: int,
+                old_logp: torch.Tensor, adv: torch.Tensor, weights: torch.Tensor,
+                ref_logp: Optional[torch.Tensor], terms: LossTerms, logp_out: torch.Tensor,
+                entropy_out: Optional[torch.Tensor]):
+    """token_terms for rows [r0, r1) of a chunked pass (logp, entropy: that chunk's [R];
+    old_logp, adv, weights, ref_logp: every row's [N]). Stores the chunk's log-probs (and
+    entropies when entropy_out is given) into logp_out/entropy_out [N]; returns token_terms'
+    (loss part, g_logp, g_ent)."""
+    out = token_terms(logp, entropy, old_logp[r0:r1], adv[r0:r1], weights[r0:r1],
+                      None if ref_logp is None else ref_logp[r0:r1], terms)
+    logp_out[r0:r1] = logp
+    if entropy_out is not None:
+        entropy_out[r0:r1] = entropy
+    return out

@@ -10,8 +10,11 @@
 - ``left_pad``: left-padded prompt / right-padded response tensors with attention_mask
   and position_ids recomputed.
 - ``check_sharpo_settings``: the range checks of SHARPO's settings (TRL's SharpoConfig).
-- ``teacher_pass``: whether a step scores a teacher, SHARPO's own rule
-  (``Estimator.needs_teacher``, estimators/sharpo.py), asked by verl, verl-agent and TRL.
+- ``named_estimator``: the registered estimator an engine's setting names (TRL's
+  ``SharpoConfig.estimator``, verl's ``algorithm.adv_estimator``), or a ValueError naming
+  that setting with the closest name;
+- ``teacher_pass``: whether a step scores a teacher, the named estimator's own rule
+  (``Estimator.needs_teacher``, estimators/registry.py), asked by verl, verl-agent and TRL.
 The teacher rule (``successful_peers``: a successful peer per group, docs/method.md §3) is
 the trainer's too: sharpo_train/step/teacher_rule.py.
 """
@@ -26,16 +29,27 @@ import torch
 from sharpo_kernels import SharpoCoefficients
 from sharpo_train.hint import (HINT_SEPARATOR, HINT_TEMPLATE, apply_template, check_max_hint_tokens,
                                check_template, cut_hint_ids)
-from sharpo_train.estimators import ESTIMATORS
+from sharpo_train.errors import did_you_mean
+from sharpo_train.estimators import ESTIMATORS, Estimator
 from sharpo_train.step.segments import find_spans, segment_ids
 
 
-def teacher_pass(settings) -> bool:
-    """Whether SHARPO scores a teacher at ``settings`` (TRL's SharpoConfig, verl's
-    ``algorithm.sharpo.*`` dict or SharpoCoefficients): the estimator's own answer
-    (``ESTIMATORS["sharpo"].needs_teacher``; lam = 0 is the base exactly, docs/method.md §4)."""
+def named_estimator(name, key: str) -> Estimator:
+    """``ESTIMATORS[name]``; ValueError naming the setting ``key`` (e.g. ``estimator``,
+    ``algorithm.adv_estimator``) with the registered names and the closest one otherwise."""
+    if not isinstance(name, str) or name not in ESTIMATORS:
+        raise ValueError(f"{key}: expected a registered estimator {sorted(ESTIMATORS)}, got "
+                         f"{name!r}{did_you_mean(name, ESTIMATORS)}")
+    return ESTIMATORS[name]
+
+
+def teacher_pass(settings, method: str) -> bool:
+    """Whether estimator ``method`` scores a teacher at ``settings`` (its params: TRL's
+    SharpoConfig or the estimator's params dataclass, verl's ``algorithm.sharpo.*`` dict,
+    SharpoCoefficients): the estimator's own answer (``Estimator.needs_teacher``; SHARPO:
+    lam = 0 is the base exactly, docs/method.md §4)."""
     params = SimpleNamespace(**settings) if isinstance(settings, dict) else settings
-    return ESTIMATORS["sharpo"].needs_teacher(params)
+    return named_estimator(method, "method").needs_teacher(params)
 
 
 def generation_suffix_ids(tokenizer) -> list[int]:

@@ -17,29 +17,76 @@ The value checks are ``common.check_sharpo_settings``'s (TRL's SharpoConfig too)
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 import warnings
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
-from sharpo_kernels import COEFFICIENT_NAMES, SHARPO_DEFAULTS
+from sharpo_kernels import COEFFICIENT_NAMES, with_coefficients
 from sharpo_train.checks import check_int, is_int
 from sharpo_train.errors import did_you_mean
-from sharpo_train.hint import HINT_DEFAULTS
+from sharpo_train.hint import HintSettings
+from sharpo_train.settings.loader import setting
 from sharpo_train.integrations.common import check_sharpo_settings
 from sharpo_train.step.teacher_rule import SUCCESS_THRESHOLD
 
 SECTION = "sharpo"
-# algorithm.sharpo.*: the kernel's coefficients (sharpo_kernels.SharpoCoefficients), then the
-# hint's budget and template (sharpo_train/hint.py)
-DEFAULTS = dict(SHARPO_DEFAULTS.kwargs(), success_threshold=SUCCESS_THRESHOLD,
-                max_hint_tokens=HINT_DEFAULTS.max_hint_tokens, max_teacher_prompt_length=None,
-                hint_template=HINT_DEFAULTS.template)
 BASES = ("grpo", "gigpo", "episode_grpo")      # verl-agent's algorithm.sharpo.base
-AGENT_KEYS = {"base": "grpo",                  # verl-agent's own algorithm.sharpo.* keys
-              "max_observation_chars": HINT_DEFAULTS.max_observation_chars, "fused_logprobs": True}
-VERL_KEYS = {"fused_logprobs": True}           # verl 0.9.1's own key: fused_kernels_setup
+
+
+def _hint_field(name: str):
+    """A field with HintSettings' ``name`` default and help (sharpo_train/hint.py: their one home)."""
+    f = next(f for f in dataclasses.fields(HintSettings) if f.name == name)
+    return setting(f.default, f.metadata["help"])
+
+
+@dataclass
+@with_coefficients
+class EngineSettings:
+    """``algorithm.sharpo.*`` of verl and verl-agent: the kernel's coefficients (lam, alpha,
+    tau, rho_min, rho_max: ``sharpo_kernels.SharpoCoefficients``, their defaults and help),
+    then the teacher rule's and the hint's (sharpo_train/hint.py)."""
+    success_threshold: float = setting(SUCCESS_THRESHOLD, "an episode succeeds when its reward "
+                                       ">= this; a successful peer gives the hint")
+    max_hint_tokens: int = _hint_field("max_hint_tokens")
+    max_teacher_prompt_length: Optional[int] = setting(None, "longest teacher prompt in tokens; "
+                                                       "null: data.max_prompt_length + max_hint_tokens")
+    hint_template: str = _hint_field("template")
+
+
+FUSED_HELP = ("turn the engine's actor_rollout_ref.model.use_fused_kernels on, with sharpo's "
+              "linear_logprobs under it (fused_verl.py); an explicit use_fused_kernels=false on "
+              "the command line keeps it off (fused_choice)")
+
+
+@dataclass
+class VerlKeys:
+    """verl 0.9.1's own ``algorithm.sharpo.*`` key (``fused_kernels_setup``)."""
+    fused_logprobs: bool = setting(True, FUSED_HELP)
+
+
+@dataclass
+class AgentKeys:
+    """verl-agent's own ``algorithm.sharpo.*`` keys."""
+    base: str = setting("grpo", f"the advantage SHARPO starts from: one of {list(BASES)} "
+                        "(docs/integrations.md, verl-agent)")
+    max_observation_chars: int = _hint_field("max_observation_chars")
+    fused_logprobs: bool = setting(True, FUSED_HELP)
+
+
+def defaults(cls) -> dict[str, Any]:
+    """{key: default} of a settings dataclass, in declaration order."""
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+# the key -> default views the checks read (one declaration: the classes above)
+DEFAULTS = defaults(EngineSettings)
+AGENT_KEYS = defaults(AgentKeys)
+VERL_KEYS = defaults(VerlKeys)
+ENGINE_KEYS = {"verl": VerlKeys, "verl-agent": AgentKeys}
 ENGINES = ("verl", "verl-agent")
 GAE_LAM_DEFAULT = 1.0                          # algorithm.lam in verl's and verl-agent's ppo_trainer.yaml
 
@@ -143,18 +190,30 @@ def verl_settings(config) -> dict[str, Any]:
     return cfg
 
 
+MODEL_FUSED = "actor_rollout_ref.model.use_fused_kernels"
+FUSED_KEYS = (MODEL_FUSED, "actor_rollout_ref.actor.use_fused_kernels")
+FUSED_SETTING = f"algorithm.{SECTION}.fused_logprobs"
+
+
 def fused_kernels_setup(config, cfg: dict[str, Any], engine: str = "verl") -> bool:
     """verl 0.9.1 and verl-agent: with ``algorithm.sharpo.fused_logprobs`` (``cfg``) true, turn on
     ``actor_rollout_ref.model.use_fused_kernels`` (the actor's and the reference's log-prob
     passes, SHARPO's teacher pass among them, skip the [N, V] logits; fused_verl.py) and
     check that the actor reads it on (``actor.use_fused_kernels`` interpolates it unless
     overridden): ValueError naming the key that keeps it off. -> whether it is on.
+    A config that had it off (verl's default, or the user's ``false``: the composed config
+    cannot tell them apart; the launchers can, ``fused_choice``) gets one warning line saying
+    it was turned on and how to keep it off.
     verl-agent (``engine``) has no default ``fused_kernel_options.impl_backend``: set to
     ``torch`` (fused_verl.py wraps its text forward); another backend is refused by name."""
     if not cfg["fused_logprobs"]:
-        return bool(_get(config, "actor_rollout_ref.model.use_fused_kernels", False))
+        return bool(_get(config, MODEL_FUSED, False))
     from omegaconf import open_dict
 
+    if _get(config, MODEL_FUSED, False) is not True:
+        warnings.warn(f"{MODEL_FUSED}: turned on by {FUSED_SETTING}=true (the default: sharpo's "
+                      f"fused log-prob path); set +{FUSED_SETTING}=false to keep verl's unfused path",
+                      UserWarning, stacklevel=2)
     with open_dict(config):
         config.actor_rollout_ref.model.use_fused_kernels = True
         if engine == "verl-agent" and _get(config, "actor_rollout_ref.model.fused_kernel_options", None) is None:
@@ -164,11 +223,31 @@ def fused_kernels_setup(config, cfg: dict[str, Any], engine: str = "verl") -> bo
         raise ValueError(f"actor_rollout_ref.model.fused_kernel_options.impl_backend: {backend!r}, but verl-agent's "
                          "fused path runs only with 'torch' (sharpo's kernel); drop the override or set "
                          "algorithm.sharpo.fused_logprobs=false")
-    for key in ("actor_rollout_ref.model.use_fused_kernels", "actor_rollout_ref.actor.use_fused_kernels"):
+    for key in FUSED_KEYS:
         if _get(config, key, True) is not True:
             raise ValueError(f"{key}: false, but algorithm.sharpo.fused_logprobs=true asks for verl's fused "
                              f"log-prob path; drop the override or set algorithm.sharpo.fused_logprobs=false")
     return True
+
+
+def fused_choice(overrides: Sequence[str]) -> list[str]:
+    """A launch command's overrides with the user's own ``use_fused_kernels`` choice kept:
+    an explicit ``actor_rollout_ref.{model,actor}.use_fused_kernels=false`` next to
+    ``adv_estimator=sharpo`` and no ``algorithm.sharpo.fused_logprobs`` gets
+    ``+algorithm.sharpo.fused_logprobs=false`` appended (verl's own switch decides; SHARPO's
+    turns it on only where the user left it); both set the other way round is a ValueError
+    naming both. Other overrides are returned unchanged."""
+    given = overrides_config(overrides)
+    off = [k for k in FUSED_KEYS if _get(given, k, None) is False]
+    if not off or _get(given, "algorithm.adv_estimator", None) != "sharpo":
+        return list(overrides)
+    fused = _get(given, FUSED_SETTING, None)
+    if fused is None:
+        return [*overrides, f"+{FUSED_SETTING}=false"]
+    if fused is True:
+        raise ValueError(f"{off[0]}=false and {FUSED_SETTING}=true: the one turns the fused log-prob "
+                         "path off, the other on; drop one")
+    return list(overrides)
 
 
 def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
@@ -187,6 +266,23 @@ def gae_lam_warning(config, sharpo_lam: float) -> Optional[str]:
     override = f"algorithm.{SECTION}.lam={lam}" if present else f"+algorithm.{SECTION}.lam={lam}"
     return (f"algorithm.lam={lam} is verl's GAE lambda, which adv_estimator=sharpo does not use; SHARPO's "
             f"mixing weight is algorithm.sharpo.lam (now {sharpo_lam:g}): set {override} to change it")
+
+
+def check_engine_estimator(name: str, engine_estimators) -> None:
+    """ValueError naming ``algorithm.adv_estimator`` when it names an estimator registered in
+    sharpo (sharpo_train.estimators) that the engine does not have (``engine_estimators``:
+    verl's ``ADV_ESTIMATOR_REGISTRY`` names): the drop-ins run ``sharpo`` only, every other
+    name goes to the engine's own estimators, and verl's error would not say why."""
+    from sharpo_train.estimators import ESTIMATORS
+
+    name = str(name)
+    if name == SECTION or name not in ESTIMATORS or name in set(engine_estimators):
+        return
+    raise ValueError(f"algorithm.adv_estimator: {name!r} is a sharpo estimator "
+                     "(sharpo_train.estimators), which the verl drop-in does not run: it runs "
+                     f"adv_estimator={SECTION} and leaves every other name to verl's own estimators; "
+                     f"train {name!r} with `sharpo train method={name}` or the TRL drop-in "
+                     f"(SharpoConfig(estimator={name!r}))")
 
 
 def check_config(config, engine: str = "verl") -> dict[str, Any]:
@@ -244,17 +340,51 @@ def overrides_config(args: Sequence[str]) -> dict:
 
 def check_overrides(args: Sequence[str], engine: str = "verl-agent") -> dict[str, Any]:
     """``check_config`` on a launch command's overrides (the run's whole ``algorithm.*`` and
-    ``data.max_prompt_length`` must be among them, as in run_alfworld_sharpo.sh)."""
+    ``data.max_prompt_length`` must be among them, as in run_alfworld_sharpo.sh). This check
+    cannot change the command that runs next, so an explicit ``use_fused_kernels=false``
+    that ``fused_choice`` would keep off by adding ``fused_logprobs=false`` is refused,
+    naming the override to add."""
+    kept = fused_choice(args)
+    if len(kept) > len(args):
+        key = next(k for k in FUSED_KEYS if _get(overrides_config(args), k, None) is False)
+        raise ValueError(f"{key}=false: {FUSED_SETTING} (default true) would turn it on; add "
+                         f"{kept[-1]} to keep verl's unfused path")
     return check_config(overrides_config(args), engine)
+
+
+def rows(engine: str = "verl"):
+    """The settings rows (type, default, range, help; settings/describe.py) of an engine's
+    ``algorithm.sharpo.*``."""
+    from sharpo_train.settings.describe import setting_rows
+
+    if engine not in ENGINES:
+        raise ValueError(f"engine: expected one of {ENGINES}, got {engine!r}")
+    prefix = f"algorithm.{SECTION}."
+    return setting_rows(EngineSettings(), prefix) + setting_rows(ENGINE_KEYS[engine](), prefix)
+
+
+USAGE = ("usage: python -m sharpo_train.integrations.engine_settings [--engine verl|verl-agent] "
+         "[--help] OVERRIDES...\nchecks the overrides' algorithm.sharpo.* settings (exit 0, or one "
+         "line naming the key and exit 2); --help lists them with type, default and help")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m sharpo_train.integrations.engine_settings [--engine verl-agent] OVERRIDES...``:
-    exit 0 when the overrides' SHARPO settings pass, else one line naming the key, exit 2."""
+    exit 0 when the overrides' SHARPO settings pass, else one line naming the key, exit 2.
+    ``--help``: the engine's ``algorithm.sharpo.*`` settings with their help."""
     args = list(sys.argv[1:] if argv is None else argv)
     engine = "verl-agent"
     if args[:1] == ["--engine"] and len(args) > 1:
         engine, args = args[1], args[2:]
+    if args[:1] in (["--help"], ["-h"]):
+        from sharpo_train.settings.describe import rows_text
+
+        try:
+            print(USAGE + "\n\n" + rows_text(rows(engine)))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         check_overrides(args, engine)
     except (TypeError, ValueError) as e:

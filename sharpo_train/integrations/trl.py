@@ -29,6 +29,10 @@ Multi-turn (``tools=`` / ``environment_factory=``) with a ChatML tokenizer whose
 has no tool calling (SmolLM2-Instruct, the project's tokenizer): the constructor installs
 sharpo's ChatML tool-calling template (``chat_templates.enable_tool_calling``) first.
 
+Another registered estimator (``SharpoConfig.estimator``, its params ``estimator_params``;
+trl_estimator.py): its ``needs_teacher`` decides whether steps 2-3 run, and its ``fn`` on the
+step's ``StepBatch`` gives the [B, T] advantages in place of step 5, as `sharpo train` calls it.
+
 Logged with TRL's metrics (``_metrics``, so every ``report_to`` backend receives them): ``sharpo/teacher_coverage`` (fraction of completions with a
 teacher), ``sharpo/gap_mean`` and ``sharpo/weight_mean`` (over scored segments).
 """
@@ -63,7 +67,8 @@ from sharpo_train.hint import HINT_DEFAULTS
 from sharpo_train.settings.loader import setting
 from sharpo_train.integrations.common import (check_sharpo_settings, generation_suffix_ids,
                                               insert_hint, leading_special_count, left_pad, prepend_hint,
-                                              response_segment_ids, teacher_pass)
+                                              response_segment_ids)
+from sharpo_train.integrations.trl_estimator import SHARPO, estimator_and_params, trl_step_batch
 
 logger = logging.get_logger(__name__)
 
@@ -86,12 +91,24 @@ class SharpoConfig(GRPOConfig):
         "and bias, never holding the [b, T, V] logits. Used where the model's head is a plain linear layer; "
         "other models keep TRL's head with one log line saying why. False: TRL's head everywhere "
         "(lam=0 is then GRPOTrainer bit for bit)."))
+    estimator: str = setting("sharpo", (
+        "The registered estimator (sharpo_train.estimators) whose advantages TRL's loss reads: 'sharpo' "
+        "reads the fields above; another one reads estimator_params and is asked whether a teacher pass "
+        "runs (its needs_teacher), as `sharpo train` asks it."))
+    estimator_params: dict[str, Any] | str | None = setting(None, (
+        "That estimator's params when it is not 'sharpo', by name (a dict, or JSON text such as "
+        "'{\"rlsd_lam\": 0.5}'); unset ones keep their defaults. A_i is TRL's own GRPO advantage "
+        "(scale_rewards), so norm_std and eps are not among them."))
+
+    # TrainingArguments.__post_init__ reads these fields' JSON text into a dict (the command line)
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["estimator_params"]
 
     def __post_init__(self):
         super().__post_init__()
         check_sharpo_settings(self)
         if self.segmenter not in SEGMENTERS:
             raise ValueError(f"segmenter: expected one of {SEGMENTERS}, got {self.segmenter!r}")
+        estimator_and_params(self)            # a bad name or key now, not at the first step
 
 
 def _naming_unknown(init):
@@ -204,6 +221,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
         self.sharpo_last: Optional[dict[str, Any]] = None
         self._sharpo_entropy = False                              # the current pass's compute_entropy
         self.sharpo_fused: dict[str, Optional[str]] = {}          # model -> None (fused) or why not
+        # the estimator TRL's loss reads (SharpoConfig.estimator) and its params (trl_estimator.py)
+        self._sharpo_estimator, self._sharpo_params = estimator_and_params(self.args)
         if self.args.fused_logprobs:
             self._sharpo_use_fused_head()
 
@@ -235,11 +254,12 @@ class SharpoGRPOTrainer(GRPOTrainer):
 
     def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
         cover = self._metrics["train"].get("sharpo/teacher_coverage") if self.model.training else None
-        if cover and teacher_pass(self.args) and not any(cover) and self.accelerator.is_main_process:
+        if cover and self._sharpo_needs_teacher() and not any(cover) and self.accelerator.is_main_process:
             logger.warning(
                 f"sharpo: no completion had a teacher in the last {len(cover)} step(s) (sharpo/teacher_coverage "
                 f"0): no completion's reward reached success_threshold={self.args.success_threshold}, so "
-                f"SHARPO gave plain GRPO advantages; check that the reward function scores successes "
+                f"{self.args.estimator} had no teacher to read (SHARPO: plain GRPO advantages); check that "
+                f"the reward function scores successes "
                 f">= success_threshold")
         super().log(logs, start_time)
 
@@ -278,7 +298,8 @@ class SharpoGRPOTrainer(GRPOTrainer):
         prompts = [out["prompt_ids"][b][out["prompt_mask"][b].bool()].tolist() for b in range(B)]
         tok = self._tokenizer
         teacher_prompts: list[Optional[list[int]]] = [None] * B
-        if teacher_pass(a):                   # lam = 0: A_i everywhere, no teacher pass (§4)
+        needs = self._sharpo_needs_teacher()  # the estimator's rule (SHARPO: lam != 0, §4)
+        if needs:                             # else: no teacher pass
             for b in range(B):
                 if peers[b] is not None:
                     hint = peer_text(tok, comp[peers[b]])
@@ -286,10 +307,15 @@ class SharpoGRPOTrainer(GRPOTrainer):
         has_teacher = torch.tensor([t is not None for t in teacher_prompts], dtype=torch.bool, device=device)
         rows = [b for b in range(B) if teacher_prompts[b] is not None]
 
-        student = out.get("old_per_token_logps")
+        student, entropy = out.get("old_per_token_logps"), None
         # TRL skips the old-log-prob pass when old == current policy (its on-policy default):
-        # the student log-probs are then its loss pass's own, read there (_compute_loss)
-        defer = student is None and teacher_pass(a)
+        # SHARPO then reads its loss pass's own, there (_compute_loss); another estimator
+        # reads them at credit time, from one more pass (_sharpo_student_pass)
+        sharpo = self.args.estimator == SHARPO
+        defer = student is None and needs and sharpo
+        if not sharpo and (student is None or self._sharpo_estimator.needs_entropy):
+            own, entropy = self._sharpo_student_pass(out, self._sharpo_estimator.needs_entropy)
+            student = own if student is None else student
         t_ids = t_attn = None
         with torch.no_grad():
             if student is None:               # lam = 0 or deferred: never read here
@@ -315,7 +341,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
                 "has_teacher": has_teacher, "loss_mask": loss_mask, "rewards": rewards,
                 "peers": peers, "teacher_prompts": teacher_prompts, "prompts": prompts,
                 "completions": comp, "teacher_input_ids": t_ids, "teacher_attention_mask": t_attn,
-                "teacher_rows": rows}
+                "teacher_rows": rows, "entropy": entropy}
         if defer:
             # each row's [B, T] advantage is made in its loss pass (_sharpo_loss_rows); the
             # rows travel through TRL's shuffle and split with these fields
@@ -327,15 +353,56 @@ class SharpoGRPOTrainer(GRPOTrainer):
             return out["advantages"]          # TRL's [B] A_i until the loss pass
         return self._sharpo_finish(last)
 
+    def _sharpo_needs_teacher(self) -> bool:
+        """Whether this run scores teachers: the estimator's own rule at its params
+        (``Estimator.needs_teacher``; SHARPO: lam != 0, docs/method.md §4)."""
+        return self._sharpo_estimator.needs_teacher(self._sharpo_params)
+
+    def _sharpo_student_pass(self, out: dict, entropy: bool):
+        """([B, C] log-probs, [B, C] entropies or None) of the completions under the current
+        (= old) policy, no grad, as TRL's old-log-prob pass scores them."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        with torch.no_grad():
+            lp, ent, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, attn, out["completion_ids"].shape[1],
+                batch_size=self.args.per_device_train_batch_size, compute_entropy=entropy)
+        return lp.float(), ent
+
     def _sharpo_finish(self, last: dict) -> torch.Tensor:
         """The step's [B, T] advantages from ``last`` (the step's SHARPO inputs, student
         log-probs included), its dashboard, ``sharpo_last``; -> the advantages."""
+        if self.args.estimator != SHARPO:
+            return self._estimator_finish(last)
         res = segment_advantage(last["teacher_logps"], last["student_logps"], last["segment_ids"], last["base"],
                                 has_teacher=last["has_teacher"], response_mask=last["loss_mask"],
                                 **SharpoCoefficients.of(self.args).kwargs())
         self._sharpo_log(res, last["base"], last["has_teacher"])
         self.sharpo_last = {**last, "advantages": res.advantages, "segments": res}
         return res.advantages
+
+    def _estimator_finish(self, last: dict) -> torch.Tensor:
+        """Another registered estimator's [B, T] advantages: ``fn(batch, params)`` on the
+        step's ``StepBatch`` (trl_estimator.trl_step_batch), its stats into TRL's metrics
+        with ``sharpo/teacher_coverage``, ``sharpo_last``; -> the advantages."""
+        est, params = self._sharpo_estimator, self._sharpo_params
+        batch = trl_step_batch(
+            params, rewards=last["rewards"], base=last["base"], group_size=self.num_generations,
+            loss_mask=last["loss_mask"], segment_ids=last["segment_ids"], prompts=last["prompts"],
+            completions=last["completions"], student=last["student_logps"],
+            teacher=last["teacher_logps"], has_teacher=last["has_teacher"], entropy=last["entropy"],
+            step=self.state.global_step + 1)
+        credit = est.fn(batch, params)
+        if credit.aux_loss is not None:
+            raise ValueError(f"estimator: {self.args.estimator!r} adds a loss term "
+                             f"({credit.aux_loss.name}), which TRL's loss does not take")
+        m = self._metrics["train"]
+        m["sharpo/teacher_coverage"].append(float(batch.has_teacher.float().mean()) if len(batch) else 0.0)
+        for key, value in credit.stats.items():
+            m[key].append(float(value))
+        advantages = credit.advantages.float().to(last["loss_mask"].device)
+        self.sharpo_last = {**last, "advantages": advantages, "segments": credit.segments, "batch": batch}
+        return advantages
 
     def _compute_loss(self, model, inputs):
         if "sharpo_row" in inputs and inputs["advantages"].dim() == 1:   # deferred, first use
@@ -394,7 +461,7 @@ class SharpoGRPOTrainer(GRPOTrainer):
         """The trainer's ``sharpo/*`` dashboard (``step_stats``, estimators/sharpo_stats.py; one completion = one
         trajectory) over every process's completions of the step, into TRL's metrics."""
         m = self._metrics["train"]
-        if not teacher_pass(self.args):       # SHARPO is GRPO exactly; nothing scored (§4)
+        if not self._sharpo_needs_teacher():  # SHARPO is GRPO exactly; nothing scored (§4)
             for key, value in lam_zero_stats().items():
                 m[key].append(float(value))
             return

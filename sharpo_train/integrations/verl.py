@@ -40,8 +40,8 @@ from sharpo_train.estimators.sharpo_stats import lam_zero_stats, sharpo_step_sta
 from sharpo_train.hint import HINT_DEFAULTS, render_lines, response_line
 from sharpo_train.integrations.common import generation_suffix_ids, insert_hint, left_pad, response_segment_ids, teacher_pass
 # algorithm.sharpo.* (DEFAULTS) and their checks, verl-free (engine_settings.py)
-from sharpo_train.integrations.engine_settings import (DEFAULTS, check_config, fused_kernels_setup,  # noqa: F401
-                                                       sharpo_settings, verl_settings)
+from sharpo_train.integrations.engine_settings import (DEFAULTS, check_config, check_engine_estimator,  # noqa: F401
+                                                       fused_kernels_setup, sharpo_settings, verl_settings)
 from sharpo_train.integrations.fused_verl import install as install_fused_logprobs
 
 try:  # the v1 trainer's data plane; absent in a bare verl install
@@ -145,7 +145,7 @@ def compute_sharpo_advantage(data: DataProto, coefficients: SharpoCoefficients =
                             response_mask=b["response_mask"], traj_index=traj_index, **coefficients.kwargs())
     data.batch["advantages"] = seg.advantages
     data.batch["returns"] = seg.advantages.clone()
-    data.meta_info["sharpo_metrics"] = lam_zero_stats() if not teacher_pass(coefficients) else sharpo_step_stats(
+    data.meta_info["sharpo_metrics"] = lam_zero_stats() if not teacher_pass(coefficients, "sharpo") else sharpo_step_stats(
         seg, base, has_teacher, alpha=coefficients.alpha, tau=coefficients.tau, traj_index=traj_index)
     return data
 
@@ -276,6 +276,9 @@ class SharpoTrainerMixin:
         # trainer.init() starts workers and loads models): engine_settings.check_config
         if str(config.algorithm.adv_estimator) == "sharpo":
             fused_kernels_setup(config, check_config(config, "verl"))
+        elif getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", None) is not None:
+            # a sharpo estimator verl does not have (rlsd, a user's own): refused by name
+            check_engine_estimator(config.algorithm.adv_estimator, core_algos.ADV_ESTIMATOR_REGISTRY)
         super().__init__(config, *args, **kwargs)
 
     def _sharpo_settings(self) -> dict[str, Any]:
@@ -302,7 +305,8 @@ class SharpoTrainerMixin:
         uid, traj_uid = keys_to_uids(keys)
         data.non_tensor_batch["uid"], data.non_tensor_batch["traj_uid"] = uid, traj_uid
 
-        if not teacher_pass(cfg):  # SHARPO's base exactly: no teacher batch, no teacher pass (§4)
+        # the named estimator's rule (SHARPO: lam = 0 is its base exactly: no teacher batch, §4)
+        if not teacher_pass(cfg, str(self.config.algorithm.adv_estimator)):
             has_teacher = torch.zeros(len(keys), dtype=torch.bool)
             data.batch["teacher_log_probs"] = data.batch["old_log_probs"].clone()
             data.batch["sharpo_has_teacher"] = has_teacher

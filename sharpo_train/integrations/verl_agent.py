@@ -243,7 +243,8 @@ def sharpo_advantage(trainer, batch) -> tuple[Any, dict[str, float]]:
                "sharpo/penalty_mean": float(penalty.mean()) if len(first) else 0.0,
                "sharpo/base_abs_mean": float(base.abs().mean()) if len(first) else 0.0}
 
-    if not teacher_pass(cfg):                   # the base exactly: no teacher to score
+    # the named estimator's rule (SHARPO: lam = 0 is the base exactly: no teacher to score)
+    if not teacher_pass(cfg, str(_get(config, "algorithm.adv_estimator", "sharpo"))):
         if base_name == "episode_grpo":
             adv = (base + penalty)[:, None] * resp_mask.float()
             b["advantages"], b["returns"] = adv[back_t], adv[back_t].clone()

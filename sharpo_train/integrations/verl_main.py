@@ -12,6 +12,11 @@ verl checks its settings only inside its Ray task runner: a typo (``trainer.totl
    the check ``SharpoTrainerMixin.__init__`` runs again later (unknown keys with a
    did-you-mean, look-alike sections, values, the GAE ``algorithm.lam`` warning);
 
+3. an explicit ``actor_rollout_ref.{model,actor}.use_fused_kernels=false`` is kept: with
+   ``algorithm.sharpo.fused_logprobs`` unset, ``+algorithm.sharpo.fused_logprobs=false`` is
+   added to the command line (``engine_settings.fused_choice``; set both the other way
+   round: refused);
+
 a refusal is one line on stderr, exit 2. Then verl's ``main_ppo.main`` runs with the same
 command line, exactly as ``python -m verl.trainer.main_ppo`` would. verl-agent's launch
 script does the same check (engine_settings' command) before its data step.
@@ -65,6 +70,12 @@ def check(overrides: Sequence[str]) -> Optional[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Check the overrides, then run verl's ``main_ppo.main`` on them; 2 when refused."""
     overrides = list(sys.argv[1:] if argv is None else argv)
+    from sharpo_train.integrations.engine_settings import fused_choice
+    try:                                    # an explicit use_fused_kernels=false stays off
+        overrides = fused_choice(overrides)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     why = check(overrides)
     if why is not None:
         print(f"error: {why}", file=sys.stderr)

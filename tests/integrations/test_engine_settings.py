@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from sharpo_train.integrations.engine_settings import (agent_settings, check_config, check_overrides,
-                                                       overrides_config, sharpo_settings)
+                                                       fused_choice, overrides_config, sharpo_settings)
 
 
 def config(sharpo=None, lam=1.0, **algorithm):
@@ -118,3 +118,72 @@ def test_the_gae_warning_gives_an_override_hydra_accepts(given, advice):
         check_overrides(["algorithm.lam=0.3", "+algorithm.sharpo.lam=0.1",
                          "data.max_prompt_length=8"], "verl")
     assert [str(w.message) for w in seen][0].endswith("set algorithm.sharpo.lam=0.3 to change it")
+
+
+def test_the_settings_are_declared_once_with_help(capsys):
+    """algorithm.sharpo.* is declared with setting(default, help) (EngineSettings, VerlKeys,
+    AgentKeys); the key -> default views the checks read are built from those classes, and
+    the command's --help lists every key with its help."""
+    import dataclasses
+
+    from sharpo_train.integrations import engine_settings as es
+
+    for cls, view in ((es.EngineSettings, es.DEFAULTS), (es.VerlKeys, es.VERL_KEYS), (es.AgentKeys, es.AGENT_KEYS)):
+        assert view == {f.name: f.default for f in dataclasses.fields(cls)}
+        assert all(f.metadata.get("help") for f in dataclasses.fields(cls)), cls
+    assert list(es.DEFAULTS)[:6] == ["lam", "alpha", "tau", "rho_min", "rho_max", "success_threshold"]
+    for engine, own in (("verl", es.VERL_KEYS), ("verl-agent", es.AGENT_KEYS)):
+        rows = es.rows(engine)
+        assert [r.key for r in rows] == [f"algorithm.sharpo.{k}" for k in (*es.DEFAULTS, *own)]
+        assert all(r.help for r in rows)
+        assert es.main(["--engine", engine, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert all(r.key in out and r.help in out for r in rows)
+    assert es.main(["--engine", "verl_agent", "--help"]) == 2
+
+
+FUSED_OFF = "actor_rollout_ref.model.use_fused_kernels=false"
+
+
+@pytest.mark.parametrize("given, added", [
+    ([FUSED_OFF], ["+algorithm.sharpo.fused_logprobs=false"]),          # the user's switch decides
+    (["actor_rollout_ref.actor.use_fused_kernels=false"], ["+algorithm.sharpo.fused_logprobs=false"]),
+    ([FUSED_OFF, "+algorithm.sharpo.fused_logprobs=false"], []),        # already agreed
+    (["actor_rollout_ref.model.use_fused_kernels=true"], []),
+    (["+algorithm.sharpo.lam=0.3"], []),                                 # not set: SHARPO's default
+])
+def test_an_explicit_use_fused_kernels_false_is_kept(given, added):
+    args = ["algorithm.adv_estimator=sharpo", *given]
+    assert fused_choice(args) == [*args, *added]
+    assert fused_choice(["algorithm.adv_estimator=grpo", FUSED_OFF]) == ["algorithm.adv_estimator=grpo", FUSED_OFF]
+
+
+def test_use_fused_kernels_false_against_fused_logprobs_true_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.model\.use_fused_kernels=false and "
+                                         r"algorithm\.sharpo\.fused_logprobs=true"):
+        fused_choice(["algorithm.adv_estimator=sharpo", FUSED_OFF, "+algorithm.sharpo.fused_logprobs=true"])
+
+
+def test_the_launch_check_names_the_override_that_keeps_it_off(capsys):
+    """verl-agent's launch script runs the check and then its own command line, which the
+    check cannot change: an explicit use_fused_kernels=false is refused with the fix."""
+    from sharpo_train.integrations.engine_settings import main
+
+    base = ["algorithm.adv_estimator=sharpo", "data.max_prompt_length=100"]
+    assert main([*base, FUSED_OFF]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "add +algorithm.sharpo.fused_logprobs=false" in err
+    assert main([*base, FUSED_OFF, "+algorithm.sharpo.fused_logprobs=false"]) == 0
+
+
+def test_a_sharpo_estimator_verl_lacks_is_refused_by_name():
+    """verl's drop-in runs adv_estimator=sharpo; another name is verl's own. A name sharpo
+    registers and verl does not (rlsd) is refused naming the key and where it runs."""
+    from sharpo_train.integrations.engine_settings import check_engine_estimator
+
+    verl_names = ["gae", "grpo", "rloo"]
+    for name in ("sharpo", "grpo", "gae", "my_own"):       # sharpo's, verl's, or neither's (verl says)
+        check_engine_estimator(name, verl_names)
+    with pytest.raises(ValueError, match=r"algorithm\.adv_estimator: 'rlsd' is a sharpo estimator.*"
+                                         r"sharpo train method=rlsd.*estimator='rlsd'"):
+        check_engine_estimator("rlsd", verl_names)

@@ -48,6 +48,8 @@ def test_documented_overrides_construct_without_a_warning(recwarn):
     (["algorithm.sharpo.lam=1.5"], r"algorithm\.sharpo\.lam"),
     (["algorithm.sharpo.max_hint_tokens=-1"], r"algorithm\.sharpo\.max_hint_tokens"),
     (["algorithm.use_kl_in_reward=True"], r"algorithm\.use_kl_in_reward"),
+    # a sharpo estimator verl has not (the drop-in runs sharpo only): named, with where it runs
+    (["algorithm.adv_estimator=rlsd"], r"algorithm\.adv_estimator: 'rlsd' is a sharpo estimator"),
 ])
 def test_bad_settings_are_refused_at_construction(extra, match, monkeypatch):
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer

@@ -75,3 +75,27 @@ def test_the_gae_warnings_advice_is_an_override_hydra_accepts(drop_lam):
     assert advice.startswith("+") == drop_lam
     config = compose([*base, "algorithm.lam=0.3", advice])      # Hydra takes it
     assert config.algorithm.sharpo.lam == 0.3
+
+
+@pytest.mark.parametrize("extra", [["actor_rollout_ref.model.use_fused_kernels=false"],
+                                   ["actor_rollout_ref.actor.use_fused_kernels=false"]])
+def test_an_explicit_use_fused_kernels_false_stays_off(no_verl_run, extra):
+    """The user's own verl switch decides where algorithm.sharpo.fused_logprobs is unset: the
+    launcher adds fused_logprobs=false, so the trainer's construction keeps the path off."""
+    from sharpo_train.integrations.engine_settings import fused_kernels_setup, verl_settings
+    from sharpo_train.integrations.verl_main import compose, main
+    assert main([*OVERRIDES, *extra]) == 0
+    (argv,) = no_verl_run
+    assert argv == ["verl.trainer.main_ppo", *OVERRIDES, *extra, "+algorithm.sharpo.fused_logprobs=false"]
+    config = compose(argv[1:])
+    assert fused_kernels_setup(config, verl_settings(config)) is False
+    assert config.actor_rollout_ref.model.use_fused_kernels is False
+
+
+def test_use_fused_kernels_false_with_fused_logprobs_true_is_refused(capsys, no_verl_run):
+    from sharpo_train.integrations.verl_main import main
+    assert main([*OVERRIDES, "actor_rollout_ref.model.use_fused_kernels=false",
+                 "+algorithm.sharpo.fused_logprobs=true"]) == 2
+    err = capsys.readouterr().err
+    assert "actor_rollout_ref.model.use_fused_kernels=false and algorithm.sharpo.fused_logprobs=true" in err
+    assert no_verl_run == []

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(_nvidia_tools() is None,
                                 reason="triton's NVIDIA backend (ptxas, cuobjdump) not installed")
 
 SCRIPT = r'''
-import json, re, subprocess, sys, tempfile, os
+import inspect, json, re, subprocess, sys, tempfile, os
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -42,6 +42,10 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 
 def compile_one(fn, dtype, consts, warps, arch):
     sig, attrs = {}, {}
+    consts = dict(consts)
+    for p in fn.params:                 # constexprs left out: their defaults
+        if p.is_constexpr and p.name not in consts and p.default is not inspect.Parameter.empty:
+            consts[p.name] = p.default
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             sig[name] = "constexpr"

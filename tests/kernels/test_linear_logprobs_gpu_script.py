@@ -100,5 +100,6 @@ def test_bounded_labels_include_the_token_kernels(gpu):
               "token_fwd float32 N=8192 V=151936 entropy=0",
               "linear_fwd bfloat16 N=8192 V=151936 H=896 bias=1 entropy=0",
               "linear_bwd bfloat16 N=8192 V=151936 H=896 bias=0 entropy=0 h=1 w=0 b=0",
-              "linear_label bfloat16 N=8192 V=151936 H=896 bias=0"):
+              "linear_label bfloat16 N=8192 V=151936 H=896 bias=0",
+              "linear_fwd bfloat16 N=8192 V=151936 H=4096 bias=0 entropy=0 cand=tma"):
         assert not gpu.bounded_label(k), k
