@@ -66,18 +66,16 @@ py::tuple segment_advantage_cpu(const py::tuple& inputs, uintptr_t out, int64_t 
   for (int64_t r = 0; r < B; ++r) kmax = std::max(kmax, tables.offset[r + 1] - tables.offset[r]);
   py::array_t<int64_t> num({B});
   py::array_t<float> gap({B, kmax}), weight({B, kmax}), rho({B, kmax});
-  auto n = num.mutable_unchecked<1>();
-  auto g = gap.mutable_unchecked<2>();
-  auto w = weight.mutable_unchecked<2>();
-  auto l = rho.mutable_unchecked<2>();
-  for (int64_t r = 0; r < B; ++r) {
+  int64_t* n = num.mutable_data();
+  float* dst[3] = {gap.mutable_data(), weight.mutable_data(), rho.mutable_data()};
+  const float* src[3] = {tables.gap.data(), tables.weight.data(), tables.length_factor.data()};
+  for (int64_t r = 0; r < B; ++r) {   // row r: its K_r values, then NaN up to Kmax
     const int64_t o = tables.offset[r], k_r = tables.offset[r + 1] - o;
-    n(r) = k_r;
-    for (int64_t k = 0; k < kmax; ++k) {
-      const bool in_row = k < k_r;
-      g(r, k) = in_row ? tables.gap[o + k] : NAN;
-      w(r, k) = in_row ? tables.weight[o + k] : NAN;
-      l(r, k) = in_row ? tables.length_factor[o + k] : NAN;
+    n[r] = k_r;
+    for (int q = 0; q < 3; ++q) {
+      float* row = dst[q] + r * kmax;
+      std::copy(src[q] + o, src[q] + o + k_r, row);
+      std::fill(row + k_r, row + kmax, NAN);
     }
   }
   return py::make_tuple(error, num, gap, weight, rho);
