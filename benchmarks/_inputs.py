@@ -14,6 +14,7 @@ benchmark scripts"): refuse what it cannot read, in one line, exit status 2, bef
                         folder; its folder exists; an existing file only if the script made
                         it (``made_it(path)``): a script never replaces a file it did not make
     starts_with(h)      the ``made_it`` of a text report whose first line is the heading h
+    gpu_report_args     the GPU scripts' --budget-s and --out: None, or the one-line error
 """
 from __future__ import annotations
 
@@ -164,6 +165,20 @@ def check_output(path: str | Path, key: str, made_it: Callable[[Path], bool]) ->
         raise InputError(f"{key}: {p} exists and was not written by this script; remove it "
                          f"or choose another name")
     return p
+
+
+def gpu_report_args(budget_s: float, out: Optional[str]) -> Optional[str]:
+    """The GPU scripts' shared options (gpu.py, gpu_linear_fwd.py): --budget-s a positive
+    finite number of seconds, --out a report they may write (check_output, their reports
+    start with "device: "). None when both hold, else the error line (without the prog)."""
+    if not (budget_s > 0 and math.isfinite(budget_s)):
+        return f"--budget-s: expected a positive number of seconds, got {budget_s}"
+    if out is not None:
+        try:
+            check_output(out, "--out", starts_with("device: "))
+        except ValueError as exc:
+            return str(exc)
+    return None
 
 
 def starts_with(heading: str) -> Callable[[Path], bool]:

@@ -416,7 +416,7 @@ def rl_shapes(quick: bool) -> list:
 
 def main(argv=None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _inputs import Parser, check_output, starts_with
+    from _inputs import Parser, gpu_report_args
     ap = Parser(prog="gpu.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
     ap.add_argument("--quick", action="store_true", help="one shape per suite")
@@ -425,16 +425,10 @@ def main(argv=None) -> int:
                          "say 'skipped: time budget'); gpu_session.sh must stay under 5 min")
     ap.add_argument("--no-rl", action="store_true", help="leave out the RL rows (gpu_rl.py)")
     args = ap.parse_args(argv)
-    if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
-        print(f"error: gpu.py: --budget-s: expected a positive number of seconds, got "
-              f"{args.budget_s}", file=sys.stderr)
+    err = gpu_report_args(args.budget_s, args.out)    # before any work
+    if err:
+        print(f"error: gpu.py: {err}", file=sys.stderr)
         return 2
-    if args.out is not None:     # before any work; never a file this script did not make
-        try:
-            check_output(args.out, "--out", starts_with("device: "))
-        except ValueError as exc:
-            print(f"error: gpu.py: {exc}", file=sys.stderr)
-            return 2
     try:
         import torch
     except ImportError:

@@ -20,7 +20,6 @@ through the Triton interpreter (tests/kernels/test_gpu_linear_fwd_script.py).
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -118,23 +117,17 @@ def fmt_table(rows, n: int, h: int, v: int, peak_tflops) -> str:
 
 def main(argv=None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _inputs import Parser, check_output, starts_with
+    from _inputs import Parser, gpu_report_args
     ap = Parser(prog="gpu_linear_fwd.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the markdown report here")
     ap.add_argument("--budget-s", type=float, default=20.0,
                     help="seconds from the start after which no row starts")
     ap.add_argument("--entropy", action="store_true", help="also each with the entropy")
     args = ap.parse_args(argv)
-    if not (args.budget_s > 0 and math.isfinite(args.budget_s)):
-        print(f"error: gpu_linear_fwd.py: --budget-s: expected a positive number of seconds, "
-              f"got {args.budget_s}", file=sys.stderr)
+    err = gpu_report_args(args.budget_s, args.out)    # before any work
+    if err:
+        print(f"error: gpu_linear_fwd.py: {err}", file=sys.stderr)
         return 2
-    if args.out is not None:
-        try:
-            check_output(args.out, "--out", starts_with("device: "))
-        except ValueError as exc:
-            print(f"error: gpu_linear_fwd.py: {exc}", file=sys.stderr)
-            return 2
     import torch
     if not torch.cuda.is_available():
         print("gpu_linear_fwd.py: no CUDA device on this machine; nothing to run")
