@@ -14,20 +14,28 @@ the softmax of a row must be complete before its dL/dz exists):
     grad_W    += dz^T h_c                          [V, H]   GEMM 3 (skipped: head frozen)
     grad_b    += sum_rows dz
 
-against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs. Memory:
+against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs.
+
+With a frozen head (only grad_h wanted) and no entropy bonus, dL/dh_i = g_lp_i J_i with
+linear_logprobs' frozen-head direction J (logprobs/linear_frozen.py): its cache-sized
+vocabulary tiles give 2 GEMMs (logits, exp(d) W) and never hold an [R, V] tile
+(`_frozen_head_loss`). An entropy bonus has another direction: the chunked pass (2 GEMMs
+too: logits, dz W). Memory:
 one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the
 [V, H] gradient the backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy
 of the weight.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
 
-from ..logprobs.cpu_tiles import _NEG_CLAMP, _cdtype
-from .token_terms import LossTerms, chunk_terms
+from ..logprobs.cpu_tiles import _NEG_CLAMP, DEFAULT_OPTIONS, _cdtype, _Workspace
+from ..logprobs.linear_cpu import _CPUHeadSlices, _linear_tiles
+from ..logprobs.linear_frozen import frozen_head_finish, frozen_head_forward
+from .token_terms import LossTerms, chunk_terms, token_terms
 
 __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows"]
 
@@ -146,6 +154,9 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
     or None, gb [V] or None), all in the computation dtype (fp64 for fp64 inputs, else
     fp32); gh/gw/gb None where not needed.
     """
+    if need_h and not (need_w or need_b or terms.entropy_coef):
+        return _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms,
+                                 temperature, need_entropy, options)
     v, h = weight.shape
     dt = _cdtype(hidden, weight, bias)
     nv = rows.numel()
@@ -187,3 +198,23 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
         if need_b:
             gb += dz.sum(0)
     return loss, logp, ent_all, gh, gw, gb
+
+
+def _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms: LossTerms,
+                      temperature: float, need_entropy: bool, options: FusedOptions):
+    """The frozen-head case of fused_policy_loss_chunked (same arguments and returns; gw, gb
+    None): linear_logprobs' frozen-head forward over its tiles (2 GEMMs; a tile of at most
+    min(64 MiB, chunk_bytes)), the loss's g_lp on every row at once, then
+    grad_h = g_lp[:, None] * J written over J."""
+    dt = _cdtype(hidden, weight, bias)
+    hv = hidden.index_select(0, rows).to(dt)
+    tiles = replace(DEFAULT_OPTIONS, tile_bytes=min(DEFAULT_OPTIONS.tile_bytes,
+                                                    options.budget(hidden.device)))
+    rb, vb = _linear_tiles(max(rows.numel(), 1), weight.shape[0], dt, tiles)
+    stats = frozen_head_forward(hv, lab, weight.shape[0],
+                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
+                                temperature, need_entropy)
+    logp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    loss, g_lp, _ = token_terms(logp, ent, old.to(dt), adv.to(dt), wts.to(dt),
+                                None if ref is None else ref.to(dt), terms)
+    return loss, logp, ent, j.mul_(g_lp.unsqueeze(1)), None, None

@@ -127,6 +127,35 @@ def test_frozen_inputs(backend, need, poisoned_alloc):
             assert g is None, name
 
 
+@pytest.mark.parametrize("dtype,loss_tol,g_tol", DTYPES)
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("kl_coef", [0.0, 0.1])
+def test_frozen_head_without_entropy_bonus_takes_the_direction_path(
+        dtype, loss_tol, g_tol, temperature, kl_coef, monkeypatch, poisoned_alloc):
+    """cpu backend, frozen head, entropy_coef 0 (the entropy logged, not differentiated):
+    grad_hidden = g_lp J through linear_logprobs' frozen-head forward (fused_cpu.py
+    `_frozen_head_loss`), several vocabulary tiles, against the float64 oracle."""
+    from sharpo_kernels.policy_loss import fused_cpu
+    calls = []
+    real = fused_cpu.frozen_head_forward
+    monkeypatch.setattr(fused_cpu, "frozen_head_forward",
+                        lambda *a, **k: calls.append(a[4:6]) or real(*a, **k))
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{dtype}{temperature}{kl_coef}".encode()))
+    case = _case(31, 19, 293, dtype, gen, temperature=temperature)
+    coefs = dict(COEFS, entropy_coef=0.0, kl_coef=kl_coef)
+    want, wgrads, wlp, went = _unfused(*case, temperature=temperature, need=(1, 0, 0),
+                                       **coefs)
+    out, grads = _fused("cpu", *case, need=(1, 0, 0), temperature=temperature,
+                        options=FusedOptions(chunk_bytes=26 * 64 * 4), **coefs)
+    assert calls == [(26, 64)], calls     # 26 scored rows, 64-column vocabulary tiles
+    assert abs(out.loss.item() - want.item()) <= loss_tol * max(1.0, abs(want.item()))
+    assert grads[0].dtype == dtype and grads[1] is None and grads[2] is None
+    _close(grads[0], wgrads[0], g_tol, "grad hidden")
+    _close(out.logp, wlp, 2e-6, "logp")
+    _close(out.entropy, went, 2e-6, "entropy")
+    assert out.logp[case[3] == -100].eq(0).all() and out.entropy[case[3] == -100].eq(0).all()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("coefs", [dict(clip_low=0.1), dict(clip_low=0.3, clip_high=0.5,
                                                            kl_coef=0.4),
