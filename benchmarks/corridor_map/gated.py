@@ -113,7 +113,11 @@ def cell_numbers(results: Path, cell: Cell, seeds=SEEDS) -> dict | None:
     diffs = {"rule_vs_grpo": paired(runs["rule"], runs["grpo"]),
              "rule_vs_control_a": paired(runs["rule"], runs["control_a"]),
              "rule_vs_control_b": paired(runs["rule"], runs.get("control_b", {})),
-             "oracle_vs_grpo": paired(runs["oracle"], runs["grpo"])}
+             "oracle_vs_grpo": paired(runs["oracle"], runs["grpo"]),
+             # reported beside the test, not part of it (added after the verdict)
+             "control_a_vs_grpo": paired(runs["control_a"], runs["grpo"]),
+             "control_b_vs_grpo": paired(runs.get("control_b", {}), runs["grpo"]),
+             "oracle_vs_control_b": paired(runs["oracle"], runs.get("control_b", {}))}
     judged = ("grpo", "oracle", "rule", "control_a", "control_b")
     complete = all(role in runs and set(runs[role]) >= set(seeds) for role in judged)
     return {"cell": cell, "warm": warm, "arms": arms, "diffs": diffs, "complete": complete,
