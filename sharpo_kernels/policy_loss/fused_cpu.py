@@ -9,19 +9,27 @@ the softmax of a row must be complete before its dL/dz exists):
     d     = (z - m) / T,  s = sum exp(d)  (t = sum exp(d) d with the entropy)
     logp  = d_y - log s,  H = log s - t / s
     g_lp, g_H = dL/dlogp, dL/dH                    [R]      token_terms.py
-    dz    = [g_lp onehot(y) - exp(d) (c1 + c2 d)]  [R, V]   in place of d (cpu_tiles.py's form)
+    dz    = g_lp onehot(y) / T - exp(d) (c1 + c2 d)         (cpu_tiles.py's form)
     grad_h[c]  = dz W                              [R, H]   GEMM 2 (skipped: hidden frozen)
     grad_W    += dz^T h_c                          [V, H]   GEMM 3 (skipped: head frozen)
     grad_b    += sum_rows dz
 
 against the unfused path's forward GEMM, backward recompute and 2 backward GEMMs.
 
+The statistics take one read of z for the row max and one pass over cache-sized column
+blocks (`_row_stats_`). Without an entropy bonus c2 = 0, so dz is a row scale of exp(d)
+plus the label's term: the tile keeps exp(d), the row scale goes onto the [R, H] operands
+and the label's term is R rows gathered or added (`_products`), with no pass over the
+tile beyond the products. With an entropy bonus dz is formed in place of d
+(`_dlogits_`).
+
 With a frozen head (only grad_h wanted) and no entropy bonus, dL/dh_i = g_lp_i J_i with
 linear_logprobs' frozen-head direction J (logprobs/linear_frozen.py): its cache-sized
 vocabulary tiles give 2 GEMMs (logits, exp(d) W) and never hold an [R, V] tile
 (`_frozen_head_loss`). An entropy bonus has another direction: the chunked pass (2 GEMMs
-too: logits, dz W). Memory:
-one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the
+too: logits, dz W).
+
+Memory: one [R, V] tile in the computation dtype (and a 4 MiB block for the entropy's sums), the
 [V, H] gradient the backward would allocate anyway, and for bf16/fp16 inputs an fp32 copy
 of the weight.
 """
@@ -84,63 +92,80 @@ def _row_stats_(z: torch.Tensor, lab: torch.Tensor, temperature: float, need_ent
                 keep_d: bool):
     """z [R, V] raw logits, clobbered. -> (logp, entropy or None, logs, e).
 
-    Without the entropy, z becomes e = exp(d), d = (z - m) / T. With it, d is clamped and
-    the sums s, t are taken over column blocks through a small workspace (no second
-    [R, V] tile); then z becomes e (keep_d False: the entropy is not differentiated, dL/dz
-    needs exp(d) only) or stays d (keep_d True: `_dlogits_` needs d and recomputes exp(d)
-    block by block); e is None in that case."""
+    One read for the row max, then one pass over column blocks of z (cache-sized, so each
+    logit leaves memory once more and comes back once): d = (z - m) / T, s = sum exp(d)
+    and, with the entropy, d clamped and t = sum exp(d) d through a small workspace. z ends
+    as e = exp(d) (no entropy, or keep_d False: dL/dz needs exp(d) only) or as d (keep_d
+    True: `_dlogits_` needs d and recomputes exp(d) block by block); e is None then."""
     xy = z.gather(1, lab.unsqueeze(1)).squeeze(1)
     m = z.amax(1)
     m = torch.where(m == float("-inf"), torch.zeros_like(m), m)   # an all -inf row: NaN logp
-    d = z.sub_(m.unsqueeze(1))
-    if temperature != 1.0:
-        d.div_(temperature)
-    e = None
-    if need_entropy:
-        d.clamp_(min=_NEG_CLAMP)
-        blocks, cb = _column_blocks(*d.shape, d.element_size())
-        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
-        s = torch.zeros(d.shape[0], dtype=d.dtype)
-        t = torch.zeros_like(s)
-        for c0, c1 in blocks:
-            db = d[:, c0:c1]
-            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
-            s += eb.sum(1)
-            if keep_d:
-                t += eb.mul_(db).sum(1)
-            else:
-                t += db.mul_(eb).sum(1)
-                db.copy_(eb)                                      # z holds e from here on
-        e = None if keep_d else d
-    else:
-        e = d.exp_()
-        s = e.sum(1)
+    mc = m.unsqueeze(1)
+    blocks, cb = _column_blocks(*z.shape, z.element_size())
+    s = torch.zeros(z.shape[0], dtype=z.dtype)
+    t = torch.zeros_like(s) if need_entropy else None
+    ws = torch.empty(z.shape[0] * cb, dtype=z.dtype) if need_entropy else None
+    for c0, c1 in blocks:
+        db = z[:, c0:c1].sub_(mc)
+        if temperature != 1.0:
+            db.div_(temperature)
+        if not need_entropy:
+            s += db.exp_().sum(1)
+            continue
+        db.clamp_(min=_NEG_CLAMP)                                 # exp = 0 there, e * d finite
+        eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+        s += eb.sum(1)
+        if keep_d:
+            t += eb.mul_(db).sum(1)
+        else:
+            t += db.mul_(eb).sum(1)
+            db.copy_(eb)                                          # z holds e from here on
+    e = None if need_entropy and keep_d else z
     logs = s.log()
     logp = (xy - m) / temperature - logs
     ent = logs - t / s if need_entropy else None
     return logp, ent, logs, e
 
 
-def _dlogits_(d: torch.Tensor, e: Optional[torch.Tensor], lab: torch.Tensor,
-              logs: torch.Tensor, ent: Optional[torch.Tensor], g_lp: torch.Tensor,
-              g_ent: Optional[torch.Tensor], temperature: float) -> torch.Tensor:
-    """dL/dz [R, V] in place: cpu_tiles._tile_grad_'s exp(d) (c1 + c2 d) form plus the
-    label's g_lp / T. g_ent None: e = exp(d) is the tile (scaled in place); else the tile
-    holds d and exp(d) is recomputed block by block."""
+def _dlogits_(d: torch.Tensor, lab: torch.Tensor, logs: torch.Tensor, ent: torch.Tensor,
+              g_lp: torch.Tensor, g_ent: torch.Tensor, temperature: float) -> torch.Tensor:
+    """dL/dz [R, V] in place of d, with a differentiated entropy: cpu_tiles._tile_grad_'s
+    exp(d) (c1 + c2 d) form (exp(d) recomputed block by block) plus the label's g_lp / T."""
     scale = -torch.exp(-logs) / temperature                       # -1 / (s T)
-    if g_ent is None:
-        dz = e.mul_((scale * g_lp).unsqueeze(1))
-    else:
-        c1 = (scale * (g_lp - g_ent * (logs - ent))).unsqueeze(1)
-        c2 = (scale * g_ent).unsqueeze(1)
-        blocks, cb = _column_blocks(*d.shape, d.element_size())
-        ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
-        for c0, c1_ in blocks:
-            db = d[:, c0:c1_]
-            eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
-            db.mul_(c2).add_(c1).mul_(eb)
-        dz = d
-    return dz.scatter_add_(1, lab.unsqueeze(1), (g_lp / temperature).unsqueeze(1))
+    c1 = (scale * (g_lp - g_ent * (logs - ent))).unsqueeze(1)
+    c2 = (scale * g_ent).unsqueeze(1)
+    blocks, cb = _column_blocks(*d.shape, d.element_size())
+    ws = torch.empty(d.shape[0] * cb, dtype=d.dtype)
+    for c0, c1_ in blocks:
+        db = d[:, c0:c1_]
+        eb = torch.exp(db, out=ws[:db.numel()].view(db.shape))
+        db.mul_(c2).add_(c1).mul_(eb)
+    return d.scatter_add_(1, lab.unsqueeze(1), (g_lp / temperature).unsqueeze(1))
+
+
+def _products(dz, row_scale, lab, lab_coef, hc, wf, gh_c, gw, gb, first: bool):
+    """The chunk's gradient products with dL/dz = row_scale[:, None] * dz + lab_coef at
+    (row, lab): the row scale moves onto the [R, H] side (no pass over the [R, V] tile) and
+    the label's term is a gather / index_add of R rows. row_scale, lab_coef None: dz is
+    dL/dz as it is. gh_c [R, H] (or None) is written; gw [V, H] (or None) is written on
+    the first chunk and accumulated after; gb [V] (or None) is accumulated."""
+    if gh_c is not None:
+        torch.mm(dz, wf, out=gh_c)
+        if row_scale is not None:
+            gh_c.mul_(row_scale.unsqueeze(1)).add_(wf.index_select(0, lab)
+                                                   * lab_coef.unsqueeze(1))
+    if gw is not None:
+        hs = hc if row_scale is None else hc * row_scale.unsqueeze(1)
+        if first:
+            torch.mm(dz.t(), hs, out=gw)
+        else:
+            gw.addmm_(dz.t(), hs)
+        if row_scale is not None:
+            gw.index_add_(0, lab, hc * lab_coef.unsqueeze(1))
+    if gb is not None:
+        gb += dz.sum(0) if row_scale is None else torch.mv(dz.t(), row_scale)
+        if row_scale is not None:
+            gb.index_add_(0, lab, lab_coef)
 
 
 def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, ref,
@@ -188,15 +213,13 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
         loss += part
         if not (need_h or need_w or need_b):
             continue
-        dz = _dlogits_(z, e, lc, logs, ent, g_lp, g_ent, temperature)
-        if need_h:
-            torch.mm(dz, wf, out=gh[r0:r1])
-        if need_w and r0 == 0:
-            torch.mm(dz.t(), hc, out=gw)                          # written, not accumulated
-        elif need_w:
-            gw.addmm_(dz.t(), hc)
-        if need_b:
-            gb += dz.sum(0)
+        gh_c = gh[r0:r1] if need_h else None
+        if g_ent is None:        # dL/dz = -exp(d) g_lp / (s T) + (g_lp / T) onehot(y)
+            _products(e, -torch.exp(-logs) * g_lp / temperature, lc, g_lp / temperature, hc,
+                      wf, gh_c, gw, gb, r0 == 0)
+        else:
+            _products(_dlogits_(z, lc, logs, ent, g_lp, g_ent, temperature), None, lc, None,
+                      hc, wf, gh_c, gw, gb, r0 == 0)
     return loss, logp, ent_all, gh, gw, gb
 
 

@@ -69,9 +69,9 @@ def _fused(backend, hidden, weight, bias, labels, adv, old, ref, weights, need=(
            scale=1.0, **kw):
     leaves = [None if t is None else t.detach().clone().requires_grad_(bool(r))
               for t, r in zip((hidden, weight, bias), need)]
+    kw.setdefault("return_entropy", True)
     out = linear_policy_loss(leaves[0], leaves[1], labels, adv, old, weights=weights,
-                             bias=leaves[2], ref_logp=ref, backend=backend,
-                             return_entropy=True, **kw)
+                             bias=leaves[2], ref_logp=ref, backend=backend, **kw)
     if any(t is not None and t.requires_grad for t in leaves):
         (out.loss * scale).backward()
     return out, [None if t is None else t.grad for t in leaves]
@@ -89,23 +89,34 @@ def _close(got, want, tol, what):
 @pytest.mark.parametrize("dtype,loss_tol,g_tol", DTYPES)
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("entropy_coef,return_entropy", [(0.01, True), (0.0, True), (0.0, False)],
+                         ids=["entropy-bonus", "entropy-logged", "no-entropy"])
 def test_matches_unfused_float64(backend, dtype, loss_tol, g_tol, with_bias, temperature,
-                                 poisoned_alloc):
+                                 entropy_coef, return_entropy, poisoned_alloc):
+    """Trainable head. With an entropy bonus dL/dz is formed in the tile; without one (the
+    trainer's default logs the entropy) the cpu backend folds the row scale into the
+    [R, H] side of its products (fused_cpu._products); without the entropy at all its
+    statistics skip the entropy's sums."""
     gen = torch.Generator().manual_seed(zlib.crc32(
-        f"{backend}{dtype}{with_bias}{temperature}".encode()))
+        f"{backend}{dtype}{with_bias}{temperature}{entropy_coef}".encode()))
     n, h, v = 29, 17, 311
     case = _case(n, h, v, dtype, gen, with_bias, temperature=temperature)
-    want, wgrads, wlp, went = _unfused(*case, temperature=temperature, **COEFS)
+    coefs = dict(COEFS, entropy_coef=entropy_coef)
+    want, wgrads, wlp, went = _unfused(*case, temperature=temperature, **coefs)
     # two row chunks of 16 rows + a tail on the chunked backends
     opts = FusedOptions(chunk_bytes=16 * v * 4)
-    out, grads = _fused(backend, *case, temperature=temperature, options=opts, **COEFS)
+    out, grads = _fused(backend, *case, temperature=temperature, options=opts,
+                        return_entropy=return_entropy, **coefs)
     assert abs(out.loss.item() - want.item()) <= loss_tol * max(1.0, abs(want.item()))
     for name, g, w in zip(("hidden", "weight", "bias"), grads, wgrads):
         if w is not None:
             assert g.dtype == dtype, name
             _close(g, w, g_tol, f"grad {name}")
     _close(out.logp, wlp, 2e-6, "logp")
-    _close(out.entropy, went, 2e-6, "entropy")
+    if return_entropy:
+        _close(out.entropy, went, 2e-6, "entropy")
+    else:
+        assert out.entropy.eq(0).all()
     assert not out.logp.requires_grad and not out.entropy.requires_grad
 
 
