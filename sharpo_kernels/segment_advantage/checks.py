@@ -108,10 +108,24 @@ PARAM_MAX = 2.0 ** 126                 # 8.5e37
 _FP32_HALF = torch.finfo(torch.float32).max / 2
 
 
+_ACCEPTED_PARAMS: set = set()     # exact-float 5-tuples that passed (a call's fast path)
+
+
 def check_params(lam, alpha, tau, rho_min, rho_max) -> tuple[float, float, float, float, float]:
     """docs/method.md §4 requirements: 0 < alpha < 1, 0 <= lam <= 1, 0 < rho_min <= rho_max,
     tau > 0; and tau, rho_min, rho_max in [2**-126, 2**126] (float32-representable, with
-    their reciprocals)."""
+    their reciprocals). A tuple of plain floats that passed once is remembered (at most 64;
+    a rejected one never is), so a training loop's repeated call skips the checks."""
+    key = (lam, alpha, tau, rho_min, rho_max)
+    if key in _ACCEPTED_PARAMS and all(type(x) is float for x in key):
+        return key
+    out = _check_params(lam, alpha, tau, rho_min, rho_max)
+    if all(type(x) is float for x in key) and len(_ACCEPTED_PARAMS) < 64:
+        _ACCEPTED_PARAMS.add(out)
+    return out
+
+
+def _check_params(lam, alpha, tau, rho_min, rho_max):
     lam, alpha, tau = _real("lam", lam), _real("alpha", alpha), _real("tau", tau)
     rho_min, rho_max = _real("rho_min", rho_min), _real("rho_max", rho_max)
     if not 0.0 <= lam <= 1.0:

@@ -217,3 +217,23 @@ def test_nan_padding_keeps_the_log_prob_range_check_to_one_read():
     t[0, 6] = s[0, 5] = float("nan")                 # padding: outside any segment
     c = count_dispatch(check_logp_range, t, s, ids, None, None)
     assert c.host_reads == 1, c.ops
+
+
+def test_remembered_parameters_still_refuse_their_look_alikes():
+    """check_params remembers accepted plain-float tuples (a repeated call's fast path):
+    after one is remembered, a bool, an int, numpy or a NaN that compares or hashes like it
+    is still checked and refused or converted as before, and a rejected tuple is never
+    remembered."""
+    from sharpo_kernels.segment_advantage import checks
+    good = (1.0, 0.5, 1.0, 0.25, 4.0)
+    assert checks.check_params(*good) == good
+    assert good in checks._ACCEPTED_PARAMS
+    with pytest.raises(TypeError, match="^lam: expected a real number, got bool"):
+        checks.check_params(True, 0.5, 1.0, 0.25, 4.0)     # True == 1.0, same hash
+    out = checks.check_params(1, 0.5, np.float64(1.0), 0.25, 4)
+    assert out == good and all(type(x) is float for x in out)
+    for bad in [(1.5, 0.5, 1.0, 0.25, 4.0), (1.0, 0.5, math.nan, 0.25, 4.0)]:
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                checks.check_params(*bad)
+        assert bad not in checks._ACCEPTED_PARAMS
