@@ -170,6 +170,21 @@ class _CPUHeadSlices:
         return self.ws.get("e", rows, cols)
 
 
+def frozen_rows_forward(hidden, weight, bias, rows, lab, temperature: float,
+                        need_entropy: bool, options: ChunkOptions = DEFAULT_OPTIONS):
+    """linear_frozen.py's forward on the CPU over the scored rows `rows` [NV] with their
+    labels `lab` [NV]: -> (logp [NV], entropy [NV] or None, J [NV, H]), in the computation
+    dtype. Shared by linear_logprobs' frozen path and linear_policy_loss's."""
+    dt = _cdtype(hidden, weight, bias)
+    hv = hidden.index_select(0, rows).to(dt)
+    rb, vb = _linear_tiles(max(rows.numel(), 1), weight.shape[0], dt, options)
+    stats = frozen_head_forward(hv, lab, weight.shape[0],
+                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
+                                temperature, need_entropy)
+    lp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    return lp, ent, j
+
+
 def linear_logprobs_cpu_frozen_forward(hidden, weight, bias, labels, temperature: float,
                                        ignore_index: int, need_entropy: bool,
                                        options: ChunkOptions = DEFAULT_OPTIONS):
@@ -178,14 +193,9 @@ def linear_logprobs_cpu_frozen_forward(hidden, weight, bias, labels, temperature
 
     Returns (logp [N], entropy [N], rows, J)."""
     dt, logp, entropy, rows = _outputs(hidden, weight, bias, labels, ignore_index)
-    nv = rows.numel()
-    hv = hidden.index_select(0, rows).to(dt)
-    lab = labels.index_select(0, rows)
-    rb, vb = _linear_tiles(max(nv, 1), weight.shape[0], dt, options)
-    stats = frozen_head_forward(hv, lab, weight.shape[0],
-                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
-                                temperature, need_entropy)
-    lp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    lp, ent, j = frozen_rows_forward(hidden, weight, bias, rows,
+                                     labels.index_select(0, rows), temperature, need_entropy,
+                                     options)
     logp.index_copy_(0, rows, lp)
     if need_entropy:
         entropy.index_copy_(0, rows, ent)

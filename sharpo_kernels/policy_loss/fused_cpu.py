@@ -40,9 +40,8 @@ from typing import Optional
 
 import torch
 
-from ..logprobs.cpu_tiles import _NEG_CLAMP, DEFAULT_OPTIONS, _cdtype, _Workspace
-from ..logprobs.linear_cpu import _CPUHeadSlices, _linear_tiles
-from ..logprobs.linear_frozen import frozen_head_finish, frozen_head_forward
+from ..logprobs.cpu_tiles import _NEG_CLAMP, DEFAULT_OPTIONS, _cdtype
+from ..logprobs.linear_cpu import frozen_rows_forward
 from .token_terms import LossTerms, chunk_terms, token_terms
 
 __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows"]
@@ -229,15 +228,11 @@ def _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms
     None): linear_logprobs' frozen-head forward over its tiles (2 GEMMs; a tile of at most
     min(64 MiB, chunk_bytes)), the loss's g_lp on every row at once, then
     grad_h = g_lp[:, None] * J written over J."""
-    dt = _cdtype(hidden, weight, bias)
-    hv = hidden.index_select(0, rows).to(dt)
     tiles = replace(DEFAULT_OPTIONS, tile_bytes=min(DEFAULT_OPTIONS.tile_bytes,
                                                     options.budget(hidden.device)))
-    rb, vb = _linear_tiles(max(rows.numel(), 1), weight.shape[0], dt, tiles)
-    stats = frozen_head_forward(hv, lab, weight.shape[0],
-                                _CPUHeadSlices(weight, bias, dt, _Workspace(dt)), rb, vb,
-                                temperature, need_entropy)
-    logp, ent, _, j = frozen_head_finish(weight, lab, *stats, temperature, need_entropy)
+    logp, ent, j = frozen_rows_forward(hidden, weight, bias, rows, lab, temperature,
+                                       need_entropy, tiles)
+    dt = j.dtype
     loss, g_lp, _ = token_terms(logp, ent, old.to(dt), adv.to(dt), wts.to(dt),
                                 None if ref is None else ref.to(dt), terms)
     return loss, logp, ent, j.mul_(g_lp.unsqueeze(1)), None, None

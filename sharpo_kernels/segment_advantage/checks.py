@@ -117,10 +117,11 @@ def check_params(lam, alpha, tau, rho_min, rho_max) -> tuple[float, float, float
     their reciprocals). A tuple of plain floats that passed once is remembered (at most 64;
     a rejected one never is), so a training loop's repeated call skips the checks."""
     key = (lam, alpha, tau, rho_min, rho_max)
-    if key in _ACCEPTED_PARAMS and all(type(x) is float for x in key):
+    plain = all(type(x) is float for x in key)    # before hashing: a list is not hashable
+    if plain and key in _ACCEPTED_PARAMS:
         return key
     out = _check_params(lam, alpha, tau, rho_min, rho_max)
-    if all(type(x) is float for x in key) and len(_ACCEPTED_PARAMS) < 64:
+    if plain and len(_ACCEPTED_PARAMS) < 64:
         _ACCEPTED_PARAMS.add(out)
     return out
 

@@ -146,10 +146,10 @@ def test_frozen_head_without_entropy_bonus_takes_the_direction_path(
     """cpu backend, frozen head, entropy_coef 0 (the entropy logged, not differentiated):
     grad_hidden = g_lp J through linear_logprobs' frozen-head forward (fused_cpu.py
     `_frozen_head_loss`), several vocabulary tiles, against the float64 oracle."""
-    from sharpo_kernels.policy_loss import fused_cpu
+    from sharpo_kernels.logprobs import linear_cpu
     calls = []
-    real = fused_cpu.frozen_head_forward
-    monkeypatch.setattr(fused_cpu, "frozen_head_forward",
+    real = linear_cpu.frozen_head_forward
+    monkeypatch.setattr(linear_cpu, "frozen_head_forward",
                         lambda *a, **k: calls.append(a[4:6]) or real(*a, **k))
     gen = torch.Generator().manual_seed(zlib.crc32(f"{dtype}{temperature}{kl_coef}".encode()))
     case = _case(31, 19, 293, dtype, gen, temperature=temperature)

@@ -232,6 +232,8 @@ def test_remembered_parameters_still_refuse_their_look_alikes():
         checks.check_params(True, 0.5, 1.0, 0.25, 4.0)     # True == 1.0, same hash
     out = checks.check_params(1, 0.5, np.float64(1.0), 0.25, 4)
     assert out == good and all(type(x) is float for x in out)
+    with pytest.raises(TypeError, match="^tau: expected a real number, got list"):
+        checks.check_params(1.0, 0.5, [1.0], 0.25, 4.0)      # unhashable: no TypeError of set
     for bad in [(1.5, 0.5, 1.0, 0.25, 4.0), (1.0, 0.5, math.nan, 0.25, 4.0)]:
         for _ in range(2):
             with pytest.raises(ValueError):
