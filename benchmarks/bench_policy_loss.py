@@ -6,7 +6,7 @@ token-mean weights, and its backward (issue 45's CPU target: fused <= 0.8x unfus
 Shape: the Qwen2.5-0.5B head, N = 2048 tokens, H = 896, V = 151936, fp32 (SHARPO_BENCH_SHAPE
 = "N,H,V" changes it). Three paired comparisons, each alternating unfused and fused in one
 process (SHARPO_BENCH_PAIRS pairs, default 3, the order swapped every pair) and reporting the
-median of the per-pair time ratios:
+median of the per-pair time ratios (SHARPO_BENCH_SEED, default 0, seeds the inputs):
 
     trainer default   trainable head, entropy logged (coefficient 0), no KL
     entropy + KL      trainable head, entropy_coef 0.01, KL to a reference (kl_coef 0.1)
@@ -38,6 +38,10 @@ from _memory import fmt_bytes, peak_rss_subprocess  # noqa: E402
 try:
     N, H, V = env_ints("SHARPO_BENCH_SHAPE", "2048,896,151936", 3)
     (PAIRS,) = env_ints("SHARPO_BENCH_PAIRS", "3", 1)
+    SEED = os.environ.get("SHARPO_BENCH_SEED", "0")
+    if not (SEED.isascii() and SEED.isdigit()):
+        raise InputError(f"SHARPO_BENCH_SEED: expected a non-negative integer, got {SEED!r}")
+    SEED = int(SEED)
     _BAD = None
 except InputError as exc:
     _BAD = str(exc)
@@ -52,10 +56,11 @@ CASES = {
 LINES: list = []
 
 
-def make(n=N, h=H, v=V, case="trainer default", side="fused", seed=0, warm=True) -> dict:
+def make(n=N, h=H, v=V, case="trainer default", side="fused", seed=None, warm=True) -> dict:
     """Inputs of one side of one case: hidden, weight (logits of std ~0.9), labels, and the
     loss inputs: advantages, old and reference log-probs near the current ones, weights."""
     from sharpo_kernels import linear_logprobs
+    seed = SEED if seed is None else seed
     gen = torch.Generator().manual_seed(seed)
     hidden = torch.randn(n, h, generator=gen)
     weight = torch.randn(v, h, generator=gen) * 0.03
@@ -141,6 +146,6 @@ def test_policy_loss_fused_vs_unfused_paired(benchmark, case):
 
 def test_zz_summary():
     print(f"\npolicy loss, N={N} H={H} V={V} fp32, {torch.get_num_threads()} threads, "
-          f"{PAIRS} pairs\n| case | unfused s (min) | fused s (min) | fused / unfused "
+          f"{PAIRS} pairs, seed {SEED}\n| case | unfused s (min) | fused s (min) | fused / unfused "
           f"(median of pairs) | per pair | working memory unfused | fused |\n"
           f"|---|---|---|---|---|---|---|\n" + "\n".join(LINES))

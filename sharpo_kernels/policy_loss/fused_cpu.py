@@ -50,11 +50,16 @@ __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_
 @dataclass(frozen=True)
 class FusedOptions:
     """chunk_bytes: bytes of one [rows, V] tile in the computation dtype (fp32 logits on
-    the GPU path); the rows per chunk follow from it (at least 1). None: 256 MiB on the
-    CPU, 1 GiB on a GPU. Every chunk adds its share into the fp32 [V, H] grad_weight (a
-    read and a write of it), so larger chunks trade tile memory for less of that traffic:
-    on a GPU a chunk's products (2 R V H FLOPs each) only outlast the accumulator's 8 V H
-    bytes beyond about 4 peak / bandwidth rows (~800 on an H100/H200)."""
+    the GPU path); the rows per chunk follow from it (at least 1). None: 1 GiB on a GPU;
+    on the CPU a quarter of the [N, V] logits naive torch would hold, between 256 MiB and
+    1 GiB (N <= ~1770 at V = 151936 in fp32 gets 256 MiB, N >= ~7070 1 GiB): at most
+    ~10% of naive torch's working memory (about 2.6 [N, V] logits: logits, softmax,
+    dL/dz). Every chunk adds its share into the fp32 [V, H] grad_weight (a read and a
+    write of it), so larger chunks trade tile memory for less of that traffic: on the
+    CPU a 1 GiB tile against 256 MiB saves ~6% of the call at N = 8192, H = 896 (results/
+    policy_loss.md); on a GPU a chunk's products (2 R V H FLOPs each) only outlast the
+    accumulator's 8 V H bytes beyond about 4 peak / bandwidth rows (~800 on an
+    H100/H200)."""
     chunk_bytes: Optional[int] = None
 
     def __post_init__(self):
@@ -64,10 +69,14 @@ class FusedOptions:
             raise ValueError(f"chunk_bytes: expected a positive int or None, got "
                              f"{self.chunk_bytes!r}")
 
-    def budget(self, device: torch.device) -> int:
+    def budget(self, device: torch.device, logits_bytes: int = 0) -> int:
+        """The tile's bytes; logits_bytes: those of the whole [N, V] logits in the
+        computation dtype (0: unknown, the CPU's floor of 256 MiB)."""
         if self.chunk_bytes is not None:
             return self.chunk_bytes
-        return (1 << 30) if device.type == "cuda" else (256 << 20)
+        if device.type == "cuda":
+            return 1 << 30
+        return min(1 << 30, max(256 << 20, logits_bytes // 4))
 
 
 DEFAULT_FUSED = FusedOptions()
@@ -75,8 +84,10 @@ DEFAULT_FUSED = FusedOptions()
 
 def chunk_rows(nv: int, v: int, elem_bytes: int, options: FusedOptions,
                device: torch.device) -> int:
-    """Rows per chunk: as many [., V] rows as fit in the budget, at least 1, at most nv."""
-    return max(1, min(max(nv, 1), options.budget(device) // max(1, v * elem_bytes)))
+    """Rows per chunk: as many [., V] rows as fit in the budget (FusedOptions.budget of the
+    nv rows' logits), at least 1, at most nv."""
+    row = max(1, v * elem_bytes)
+    return max(1, min(max(nv, 1), options.budget(device, nv * row) // row))
 
 
 _BLOCK_BYTES = 4 << 20      # column blocks of the entropy sums: a [R, cb] workspace, not [R, V]

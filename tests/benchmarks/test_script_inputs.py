@@ -148,13 +148,27 @@ def test_bench_estimators_refuses_a_batch_that_cannot_fit(capsys):
 ])
 def test_bench_logprobs_refuses_bad_environment(monkeypatch, env, needle):
     """A bad SHARPO_BENCH_* was a ValueError traceback at collection (or wrote /etc/...)."""
+    _refused_at_import(monkeypatch, "bench_logprobs", env, needle)
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"SHARPO_BENCH_SEED": "-1"}, "SHARPO_BENCH_SEED: expected a non-negative integer"),
+    ({"SHARPO_BENCH_SEED": "1.5"}, "SHARPO_BENCH_SEED"),
+    ({"SHARPO_BENCH_SHAPE": "0,896,151936"}, "SHARPO_BENCH_SHAPE"),
+    ({"SHARPO_BENCH_PAIRS": "x"}, "SHARPO_BENCH_PAIRS"),
+])
+def test_bench_policy_loss_refuses_bad_environment(monkeypatch, env, needle):
+    _refused_at_import(monkeypatch, "bench_policy_loss", env, needle)
+
+
+def _refused_at_import(monkeypatch, script, env, needle):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     try:
         import _inputs
         spec = importlib.util.spec_from_file_location(
-            "sharpo_bench_logprobs_settings", os.path.join(ROOT, "benchmarks", "bench_logprobs.py"))
+            f"sharpo_{script}_settings", os.path.join(ROOT, "benchmarks", f"{script}.py"))
         mod = importlib.util.module_from_spec(spec)
         with pytest.raises((pytest.exit.Exception, _inputs.InputError)) as exc:
             spec.loader.exec_module(mod)

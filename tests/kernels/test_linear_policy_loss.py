@@ -15,6 +15,7 @@ from sharpo_kernels import linear_logprobs, linear_policy_loss
 from sharpo_kernels._backend import backend_runs_on
 from sharpo_kernels.logprobs.reference import linear_logprobs_reference
 from sharpo_kernels.policy_loss import FusedOptions
+from sharpo_kernels.policy_loss.fused_cpu import DEFAULT_FUSED
 from sharpo_kernels.policy_loss.token_terms import LossTerms, token_terms
 from sharpo_train.step.losses import aggregate, kl_low_var, ppo_clip_loss
 
@@ -306,9 +307,22 @@ def test_bad_options(bad):
 
 
 def test_default_chunk_budget():
-    assert FusedOptions().budget(torch.device("cpu")) == 256 << 20
-    assert FusedOptions().budget(torch.device("cuda")) == 1 << 30
-    assert FusedOptions(chunk_bytes=4096).budget(torch.device("cuda")) == 4096
+    """CPU: a quarter of the [N, V] logits, within [256 MiB, 1 GiB]; GPU: 1 GiB; an explicit
+    chunk_bytes wins everywhere."""
+    from sharpo_kernels.policy_loss.fused_cpu import chunk_rows
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert FusedOptions().budget(cpu) == 256 << 20
+    assert FusedOptions().budget(cpu, 2 << 30) == 512 << 20
+    assert FusedOptions().budget(cpu, 16 << 30) == 1 << 30
+    assert FusedOptions().budget(cuda) == FusedOptions().budget(cuda, 64 << 30) == 1 << 30
+    assert FusedOptions(chunk_bytes=4096).budget(cuda) == 4096
+    assert FusedOptions(chunk_bytes=4096).budget(cpu, 16 << 30) == 4096
+    row = 151936 * 4                                   # the Qwen2.5-0.5B head's logits, fp32
+    assert chunk_rows(1000, 151936, 4, DEFAULT_FUSED, cpu) == (256 << 20) // row   # 441
+    assert chunk_rows(4096, 151936, 4, DEFAULT_FUSED, cpu) == 1024                  # N / 4
+    assert chunk_rows(8192, 151936, 4, DEFAULT_FUSED, cpu) == (1 << 30) // row     # 1766
+    assert chunk_rows(8192, 151936, 4, DEFAULT_FUSED, cuda) == (1 << 30) // row
+    assert chunk_rows(3, 151936, 4, FusedOptions(chunk_bytes=1), cpu) == 1
 
 
 @pytest.mark.parametrize("entropy_coef,return_entropy", [(0.0, True), (0.03, False)],
