@@ -44,7 +44,8 @@ from ..logprobs.cpu_tiles import _NEG_CLAMP, DEFAULT_OPTIONS, _cdtype
 from ..logprobs.linear_cpu import frozen_rows_forward
 from .token_terms import LossTerms, chunk_terms, token_terms
 
-__all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows"]
+__all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows",
+           "frozen_head_terms"]
 
 
 @dataclass(frozen=True)
@@ -237,12 +238,19 @@ def _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms
                       temperature: float, need_entropy: bool, options: FusedOptions):
     """The frozen-head case of fused_policy_loss_chunked (same arguments and returns; gw, gb
     None): linear_logprobs' frozen-head forward over its tiles (2 GEMMs; a tile of at most
-    min(64 MiB, chunk_bytes)), the loss's g_lp on every row at once, then
-    grad_h = g_lp[:, None] * J written over J."""
+    min(64 MiB, chunk_bytes)), then `frozen_head_terms`."""
     tiles = replace(DEFAULT_OPTIONS, tile_bytes=min(DEFAULT_OPTIONS.tile_bytes,
                                                     options.budget(hidden.device)))
     logp, ent, j = frozen_rows_forward(hidden, weight, bias, rows, lab, temperature,
                                        need_entropy, tiles)
+    return frozen_head_terms(logp, ent, j, old, adv, wts, ref, terms)
+
+
+def frozen_head_terms(logp, ent, j, old, adv, wts, ref, terms: LossTerms):
+    """Either backend's frozen-head case after its linear_logprobs frozen-head forward
+    (logp, entropy or None [NV], the direction J [NV, H]): the loss's g_lp on every row at
+    once, then grad_h = g_lp[:, None] * J written over J. -> the 6 results of
+    fused_policy_loss_chunked (gw, gb None)."""
     dt = j.dtype
     loss, g_lp, _ = token_terms(logp, ent, old.to(dt), adv.to(dt), wts.to(dt),
                                 None if ref is None else ref.to(dt), terms)

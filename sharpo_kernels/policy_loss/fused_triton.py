@@ -13,14 +13,22 @@ Per chunk of R scored rows:
 Extra memory: two fp32 [R, V] tiles and a half one (bf16/fp16), the fp32 [V, H] gradient
 accumulator; R from `FusedOptions.budget` (1 GiB of fp32 logits). On CPU tensors it runs
 under TRITON_INTERPRET=1 (tests), the products then in fp32.
+
+A frozen head without an entropy bonus (the LoRA default) takes linear_logprobs' triton
+frozen-head forward instead, as the cpu backend does (logprobs/linear_frozen.py): per
+vocabulary chunk of all scored rows (at most min(256 MiB, the budget) of fp32 logits) the
+logits product and exp(d) W accumulated into the fp32 direction J [NV, H], then
+grad_h = dL/dlogp * J: the same 2 products, and no [R, V] tile, dL/dz or its cast.
 """
 from __future__ import annotations
 
 import torch
 
 from ..logprobs.linear_backward_triton import _addmm_f32_, _cublas_tf32
+from ..logprobs.linear_triton import (_DEFAULT_CHUNK_BYTES, LinearTritonConfig,
+                                      linear_logprobs_triton_frozen_forward)
 from ..logprobs.token_triton import token_logprobs_triton_backward, token_logprobs_triton_forward
-from .fused_cpu import DEFAULT_FUSED, FusedOptions, chunk_rows
+from .fused_cpu import DEFAULT_FUSED, FusedOptions, chunk_rows, frozen_head_terms
 from .token_terms import LossTerms, chunk_terms
 
 __all__ = ["fused_policy_loss_triton"]
@@ -47,6 +55,11 @@ def fused_policy_loss_triton(hidden, weight, bias, rows, lab, old, adv, wts, ref
     for CUDA tensors (or CPU tensors under the Triton interpreter)."""
     v, h = weight.shape
     dev = hidden.device
+    if need_h and not (need_w or need_b or terms.entropy_coef):      # the frozen head
+        config = LinearTritonConfig(chunk_bytes=min(_DEFAULT_CHUNK_BYTES, options.budget(dev)))
+        logp, ent, j = linear_logprobs_triton_frozen_forward(
+            hidden, weight, bias, rows, lab, temperature, need_entropy, config, tf32)
+        return frozen_head_terms(logp, ent, j, old, adv, wts, ref, terms)
     f32 = dict(dtype=torch.float32, device=dev)
     nv = rows.numel()
     hv = hidden if nv == hidden.shape[0] else hidden.index_select(0, rows)

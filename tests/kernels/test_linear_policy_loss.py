@@ -139,27 +139,30 @@ def test_frozen_inputs(backend, need, poisoned_alloc):
             assert g is None, name
 
 
+@pytest.mark.parametrize("backend", ["cpu", BACKENDS[2]])
 @pytest.mark.parametrize("dtype,loss_tol,g_tol", DTYPES)
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 @pytest.mark.parametrize("kl_coef", [0.0, 0.1])
 def test_frozen_head_without_entropy_bonus_takes_the_direction_path(
-        dtype, loss_tol, g_tol, temperature, kl_coef, monkeypatch, poisoned_alloc):
-    """cpu backend, frozen head, entropy_coef 0 (the entropy logged, not differentiated):
-    grad_hidden = g_lp J through linear_logprobs' frozen-head forward (fused_cpu.py
-    `_frozen_head_loss`), several vocabulary tiles, against the float64 oracle."""
-    from sharpo_kernels.logprobs import linear_cpu
+        backend, dtype, loss_tol, g_tol, temperature, kl_coef, monkeypatch, poisoned_alloc):
+    """Frozen head, entropy_coef 0 (the entropy logged, not differentiated): grad_hidden =
+    g_lp J through linear_logprobs' frozen-head forward of the backend (fused_cpu.py
+    `_frozen_head_loss`; fused_triton.py through linear_logprobs_triton_frozen_forward),
+    several vocabulary tiles, against the float64 oracle."""
+    from sharpo_kernels.logprobs import linear_cpu, linear_triton
+    mod, cols = (linear_cpu, 64) if backend == "cpu" else (linear_triton, 128)
     calls = []
-    real = linear_cpu.frozen_head_forward
-    monkeypatch.setattr(linear_cpu, "frozen_head_forward",
+    real = mod.frozen_head_forward
+    monkeypatch.setattr(mod, "frozen_head_forward",
                         lambda *a, **k: calls.append(a[4:6]) or real(*a, **k))
     gen = torch.Generator().manual_seed(zlib.crc32(f"{dtype}{temperature}{kl_coef}".encode()))
     case = _case(31, 19, 293, dtype, gen, temperature=temperature)
     coefs = dict(COEFS, entropy_coef=0.0, kl_coef=kl_coef)
     want, wgrads, wlp, went = _unfused(*case, temperature=temperature, need=(1, 0, 0),
                                        **coefs)
-    out, grads = _fused("cpu", *case, need=(1, 0, 0), temperature=temperature,
-                        options=FusedOptions(chunk_bytes=26 * 64 * 4), **coefs)
-    assert calls == [(26, 64)], calls     # 26 scored rows, 64-column vocabulary tiles
+    out, grads = _fused(backend, *case, need=(1, 0, 0), temperature=temperature,
+                        options=FusedOptions(chunk_bytes=26 * cols * 4), **coefs)
+    assert calls == [(26, cols)], calls   # 26 scored rows, vocabulary tiles of `cols`
     assert abs(out.loss.item() - want.item()) <= loss_tol * max(1.0, abs(want.item()))
     assert grads[0].dtype == dtype and grads[1] is None and grads[2] is None
     _close(grads[0], wgrads[0], g_tol, "grad hidden")
