@@ -6,6 +6,8 @@
     segment_advantage_loop(...)    docs/method.md §4 written the straightforward way, Python
                                    loops in float64: the independent oracle of the tests and
                                    the "what a user writes first" baseline of the benchmark
+    refusal(fn, *args, **kwargs)   the "TypeError: ..." / "ValueError: ..." a call raises, or
+                                   "no error" (the tests compare messages across backends)
 
 `random_batch`: each row is a padded rollout: a response of random length (response_mask 1)
 then padding (mask 0, log-probs NaN: unused, so allowed). Inside the response, segments are
@@ -26,7 +28,7 @@ import torch
 
 from .segment_advantage.coefficients import SHARPO_DEFAULTS as D
 
-__all__ = ["random_batch", "segment_advantage_loop"]
+__all__ = ["random_batch", "segment_advantage_loop", "refusal"]
 
 
 def random_batch(B: int, L: int, *, segments: tuple[int, int] = (0, 6),
@@ -137,3 +139,13 @@ def segment_advantage_loop(teacher_logp, student_logp, segment_ids, advantages, 
                 out[i, j] = A[i] * ((1.0 - lam) + lam * r * w)
     num = torch.tensor([len(r) for r in segments], dtype=torch.int64)
     return out, gap, weight, rho, num
+
+
+def refusal(fn, *args, **kwargs) -> str:
+    """fn(*args, **kwargs)'s refusal as "<TypeError|ValueError>: <message>", or "no error"
+    when it returns (any other exception propagates)."""
+    try:
+        fn(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"

@@ -5,6 +5,7 @@ import torch
 
 import sharpo_kernels as sk
 from sharpo_kernels import _backend
+from sharpo_kernels.testing import refusal
 
 BACKENDS = _backend.usable_backends(torch.device("cpu"), ("torch", "cpp", "triton"))
 
@@ -157,11 +158,7 @@ def test_error_location_is_reported(backend):
 
 
 def _message(batch, backend):
-    try:
-        sk.segment_advantage(**batch, backend=backend)
-    except (TypeError, ValueError) as e:
-        return f"{type(e).__name__}: {e}"
-    return "no error"
+    return refusal(sk.segment_advantage, **batch, backend=backend)
 
 
 @pytest.mark.parametrize("case,arg,exc,edit", CASES, ids=[c[0] for c in CASES])
@@ -210,3 +207,13 @@ def test_priority_between_rules_is_the_same(seed):
     b = _broken(seed)
     msgs = {be: _message(dict(b), be) for be in BACKENDS}
     assert len(set(msgs.values())) == 1, msgs
+
+
+def test_refusal_helper_reports_what_it_caught():
+    """The messages compared above come from sharpo_kernels.testing.refusal: a refusal that
+    always said "no error" would make those comparisons pass without checking anything."""
+    assert refusal(int, "x") == "ValueError: invalid literal for int() with base 10: 'x'"
+    assert refusal(sk.segment_advantage, **good(), backend=1).startswith("TypeError: backend")
+    assert refusal(int, "3") == "no error"
+    with pytest.raises(KeyError):
+        refusal({}.__getitem__, "k")
