@@ -53,9 +53,9 @@ class FusedOptions:
     """chunk_bytes: bytes of one [rows, V] tile in the computation dtype (fp32 logits on
     the GPU path); the rows per chunk follow from it (at least 1). None: 1 GiB on a GPU;
     on the CPU a quarter of the [N, V] logits naive torch would hold, between 256 MiB and
-    1 GiB (N <= ~1770 at V = 151936 in fp32 gets 256 MiB, N >= ~7070 1 GiB): at most
-    ~10% of naive torch's working memory (about 2.6 [N, V] logits: logits, softmax,
-    dL/dz). Every chunk adds its share into the fp32 [V, H] grad_weight (a read and a
+    1 GiB (N <= ~1770 at V = 151936 in fp32 gets 256 MiB, N >= ~7070 1 GiB): above the
+    floor ~10% of naive torch's working memory (about 2.6 [N, V] logits: logits, softmax,
+    dL/dz); below it the tile is at most the whole [N, V] logits. Every chunk adds its share into the fp32 [V, H] grad_weight (a read and a
     write of it), so larger chunks trade tile memory for less of that traffic: on the
     CPU a 1 GiB tile against 256 MiB saves ~6% of the call at N = 8192, H = 896 (results/
     policy_loss.md); on a GPU a chunk's products (2 R V H FLOPs each) only outlast the
