@@ -45,7 +45,7 @@ from ..logprobs.linear_cpu import frozen_rows_forward
 from .token_terms import LossTerms, chunk_terms, token_terms
 
 __all__ = ["FusedOptions", "DEFAULT_FUSED", "fused_policy_loss_chunked", "chunk_rows",
-           "frozen_head_terms"]
+           "frozen_head_case", "frozen_head_terms"]
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def fused_policy_loss_chunked(hidden, weight, bias, rows, lab, old, adv, wts, re
     or None, gb [V] or None), all in the computation dtype (fp64 for fp64 inputs, else
     fp32); gh/gw/gb None where not needed.
     """
-    if need_h and not (need_w or need_b or terms.entropy_coef):
+    if frozen_head_case(need_h, need_w, need_b, terms):
         return _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms,
                                  temperature, need_entropy, options)
     v, h = weight.shape
@@ -244,6 +244,12 @@ def _frozen_head_loss(hidden, weight, bias, rows, lab, old, adv, wts, ref, terms
     logp, ent, j = frozen_rows_forward(hidden, weight, bias, rows, lab, temperature,
                                        need_entropy, tiles)
     return frozen_head_terms(logp, ent, j, old, adv, wts, ref, terms)
+
+
+def frozen_head_case(need_h: bool, need_w: bool, need_b: bool, terms: LossTerms) -> bool:
+    """Only grad_hidden is wanted and the entropy has no bonus (the LoRA default): each
+    backend then takes its linear_logprobs frozen-head forward and `frozen_head_terms`."""
+    return need_h and not (need_w or need_b or terms.entropy_coef)
 
 
 def frozen_head_terms(logp, ent, j, old, adv, wts, ref, terms: LossTerms):

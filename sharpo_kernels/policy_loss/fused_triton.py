@@ -28,7 +28,8 @@ from ..logprobs.linear_backward_triton import _addmm_f32_, _cublas_tf32
 from ..logprobs.linear_triton import (_DEFAULT_CHUNK_BYTES, LinearTritonConfig,
                                       linear_logprobs_triton_frozen_forward)
 from ..logprobs.token_triton import token_logprobs_triton_backward, token_logprobs_triton_forward
-from .fused_cpu import DEFAULT_FUSED, FusedOptions, chunk_rows, frozen_head_terms
+from .fused_cpu import (DEFAULT_FUSED, FusedOptions, chunk_rows, frozen_head_case,
+                        frozen_head_terms)
 from .token_terms import LossTerms, chunk_terms
 
 __all__ = ["fused_policy_loss_triton"]
@@ -55,7 +56,7 @@ def fused_policy_loss_triton(hidden, weight, bias, rows, lab, old, adv, wts, ref
     for CUDA tensors (or CPU tensors under the Triton interpreter)."""
     v, h = weight.shape
     dev = hidden.device
-    if need_h and not (need_w or need_b or terms.entropy_coef):      # the frozen head
+    if frozen_head_case(need_h, need_w, need_b, terms):
         config = LinearTritonConfig(chunk_bytes=min(_DEFAULT_CHUNK_BYTES, options.budget(dev)))
         logp, ent, j = linear_logprobs_triton_frozen_forward(
             hidden, weight, bias, rows, lab, temperature, need_entropy, config, tf32)
